@@ -1,0 +1,3 @@
+"""servegate's reference engine: a small, faithful continuous-batching LLM server."""
+
+__version__ = "0.1.0"

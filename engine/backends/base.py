@@ -1,0 +1,80 @@
+"""The compute interface the scheduler drives; torch and MLX implement it.
+
+Sequences are named by the caller's integer ids; each owns a KV cache slot of a fixed token
+capacity. Every call returns float32 logits of each row's last token as numpy arrays.
+"""
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.model.load import LoadedModel
+
+
+@dataclass
+class DeviceMemory:
+    active_bytes: int
+    peak_bytes: int
+
+
+class Backend(ABC):
+    name: str
+    device: str
+    dtype: str
+
+    def __init__(self, loaded: LoadedModel):
+        self.args = loaded.args
+        self.mask_bytes_last = 0  # bytes of the last prefill attention mask materialized
+        self.mask_bytes_max = 0
+
+    def _note_mask(self, nbytes: int) -> None:
+        self.mask_bytes_last = nbytes
+        self.mask_bytes_max = max(self.mask_bytes_max, nbytes)
+
+    @abstractmethod
+    def add_sequence(self, seq_id: int, capacity: int) -> None:
+        """Reserve a KV slot of `capacity` tokens for a new sequence."""
+
+    @abstractmethod
+    def remove_sequence(self, seq_id: int) -> None:
+        """Free the sequence's KV slot."""
+
+    @abstractmethod
+    def seq_length(self, seq_id: int) -> int:
+        """Tokens already in the sequence's KV cache."""
+
+    @abstractmethod
+    def prefill_batch(self, seq_ids: list[int], prompts: list[list[int]]) -> np.ndarray:
+        """Cold prompts of mixed lengths, right-padded to the longest L, as ONE forward over
+        [B, L] with a materialized additive float32 [B, L, L] mask. Returns [B, V]."""
+
+    @abstractmethod
+    def prefill(self, seq_id: int, tokens: list[int]) -> np.ndarray:
+        """Extend one sequence from its cached prefix: a [T, offset+T] forward. Returns [V]."""
+
+    @abstractmethod
+    def decode(self, seq_ids: list[int], tokens: list[int]) -> np.ndarray:
+        """One token for each of B sequences at their own lengths, one forward. Returns [B, V]."""
+
+    @abstractmethod
+    def copy_prefix(self, src_kv: object, seq_id: int, n_tokens: int) -> None:
+        """Load the first n_tokens of a saved KV prefix into an empty sequence."""
+
+    @abstractmethod
+    def save_prefix(self, seq_id: int, n_tokens: int) -> tuple[object, int]:
+        """A standalone copy of a sequence's first n_tokens of KV and its size in bytes."""
+
+    @abstractmethod
+    def device_memory(self) -> DeviceMemory | None:
+        """Allocator counters of the device, or None where there are none (CPU torch)."""
+
+    @abstractmethod
+    def reset_device_peak(self) -> None: ...
+
+    def kv_bytes(self, n_tokens: int) -> int:
+        return n_tokens * self.args.kv_bytes_per_token * self.element_size
+
+    @property
+    @abstractmethod
+    def element_size(self) -> int: ...

