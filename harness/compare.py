@@ -12,9 +12,9 @@ from harness.verdict import Verdict, is_memory_peak, lower_is_better, peak_verdi
 INVALID = "INVALID"
 EXIT_CODES = {"PASS": 0, "IMPROVEMENT": 0, "INCONCLUSIVE": 0, "REGRESSION": 1, INVALID: 2}
 EXIT_MEANING = {
-    0: "pass: no gated metric regressed beyond tolerance",
-    1: "regression: a gated metric is worse beyond tolerance with 95% confidence",
-    2: "invalid: a run was invalid or an arm crashed, so nothing was judged",
+    0: "no gated metric regressed beyond tolerance",
+    1: "a gated metric is worse beyond tolerance with 95% confidence",
+    2: "a run was invalid or an arm crashed, so nothing was judged",
 }
 ARMS = ("base", "head", "null")
 
