@@ -96,11 +96,12 @@ def compare_metric(
         result.note = "not reported by every run"
         return result
     if memory:
-        result.ratio = median(head) / median(base)
-        result.ci_low, result.ci_high = min(head) / max(base), max(head) / min(base)
-        # The smallest head/base ratio the min/max rule would flag.
-        result.mde = (max(base) * (1 + tolerance) + slack_bytes) / median(base)
         result.verdict = peak_verdict(base, head, tolerance, slack_bytes)
+        if min(base) > 0:
+            result.ratio = median(head) / median(base)
+            result.ci_low, result.ci_high = min(head) / max(base), max(head) / min(base)
+            # The smallest head/base ratio the min/max rule would flag.
+            result.mde = (max(base) * (1 + tolerance) + slack_bytes) / median(base)
         return result
     if min(*base, *head) <= 0:
         result.note = "ratio undefined: non-positive values"

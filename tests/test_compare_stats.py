@@ -133,6 +133,11 @@ def test_memory_min_max_rule_boundaries(head, expected):
     assert (m.method, m.verdict) == ("minmax", expected)
 
 
+def test_memory_rule_with_zero_peaks_judges_without_a_ratio():
+    m = compare_metric("peak_device_bytes", [0.0, 0.0], [200.0, 300.0], MEM_TOL, SLACK)
+    assert (m.verdict, m.ratio) == (Verdict.REGRESSION, None)
+
+
 def test_memory_none_is_skipped_not_judged():
     rounds = make_rounds({"base": np.full(3, 1e9), "head": np.full(3, 2e9)}, "peak_rss_bytes")
     for r in rounds:
@@ -164,7 +169,10 @@ def test_bad_tolerances_and_unknown_metrics_are_refused():
 
 def gate(shift: float, cv: float = 0.02, seed: int = 0, **kw) -> Comparison:
     rng = np.random.default_rng(seed)
-    arms = {"base": lognormal(rng, 100, cv, ROUNDS), "head": lognormal(rng, 100 * shift, cv, 5)}
+    arms = {
+        "base": lognormal(rng, 100, cv, ROUNDS),
+        "head": lognormal(rng, 100 * shift, cv, ROUNDS),
+    }
     return compare_rounds(make_rounds(arms, "ttft_p50_ms"), TOL, **kw)
 
 
@@ -179,6 +187,15 @@ def test_exit_codes():
     crashed = gate(1.3, crash={"arm": "head", "log_tail": "Killed"})
     assert (crashed.verdict, crashed.exit_code) == ("INVALID", 2)
     assert not needs_more_rounds(crashed)
+
+
+def test_one_round_has_no_interval_and_is_inconclusive():
+    rounds = make_rounds({"base": np.array([100.0]), "head": np.array([150.0])}, "ttft_p50_ms")
+    c = compare_rounds(rounds, TOL)
+    m = c.metrics[0]
+    assert (m.verdict, m.ci_low, m.ci_high) == (Verdict.INCONCLUSIVE, None, None)
+    assert m.ratio == pytest.approx(1.5) and needs_more_rounds(c)
+    assert "95% CI [n/a, n/a]" in c.warnings[0]
 
 
 def test_an_invalid_run_overrides_a_regression():
