@@ -1,0 +1,1 @@
+"""servegate's harness: build arms, fire load, sample memory, and gate head against base."""

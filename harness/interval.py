@@ -1,0 +1,64 @@
+"""Confidence interval for the head/base ratio of paired rounds: a paired t-interval on
+d = ln(head/base) for few rounds, a percentile bootstrap over rounds for many."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+BOOTSTRAP_FROM_ROUNDS = 10
+BOOTSTRAP_RESAMPLES = 10_000
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True, slots=True)
+class RatioInterval:
+    """exp(mean d) with its 95% CI; `mde` is the CI half-width as a ratio (exp(half-width)):
+    a true change smaller than that cannot be told from the observed noise."""
+
+    ratio: float
+    ci_low: float | None
+    ci_high: float | None
+    mde: float | None
+    method: str
+
+
+def log_ratios(base: list[float], head: list[float]) -> np.ndarray:
+    b, h = np.asarray(base, dtype=float), np.asarray(head, dtype=float)
+    if b.shape != h.shape:
+        raise ValueError(f"unpaired rounds: {b.size} base vs {h.size} head values")
+    if np.any(b <= 0) or np.any(h <= 0):
+        raise ValueError("ratio of non-positive values is undefined")
+    return np.log(h / b)
+
+
+def ratio_interval(
+    base: list[float], head: list[float], *, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES
+) -> RatioInterval:
+    """Estimate exp(mean ln(head/base)) and its 95% CI; t-interval below 10 rounds."""
+    d = log_ratios(base, head)
+    r = d.size
+    if r == 0:
+        raise ValueError("no rounds to compare")
+    mean = float(d.mean())
+    if r < 2:
+        return RatioInterval(math.exp(mean), None, None, None, "t")
+    if r < BOOTSTRAP_FROM_ROUNDS:
+        half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, r - 1) * d.std(ddof=1) / math.sqrt(r))
+        lo, hi, method = mean - half, mean + half, "t"
+    else:
+        boot = stats.bootstrap(
+            (d,),
+            np.mean,
+            n_resamples=resamples,
+            confidence_level=CONFIDENCE,
+            method="percentile",
+            vectorized=True,
+            rng=np.random.default_rng(seed),
+        )
+        lo, hi = float(boot.confidence_interval.low), float(boot.confidence_interval.high)
+        half, method = (hi - lo) / 2, "bootstrap"
+    return RatioInterval(math.exp(mean), math.exp(lo), math.exp(hi), math.exp(half), method)

@@ -1,0 +1,191 @@
+"""Report tables: pure functions from an A/B result (plain JSON data) to the rows and lines
+that templates/report.md.j2 lays out."""
+
+from __future__ import annotations
+
+import json
+from statistics import median
+
+import pandas as pd
+
+from harness.compare import EXIT_MEANING
+
+KEY_METRICS = ("ttft_p50_ms", "ttft_p95_ms", "e2e_p50_ms", "tok_s", "peak_rss_bytes", "errors")
+ARM_ORDER = ("base", "head", "null")
+MIB = 2**20
+VERDICT_WORDS = {
+    "REGRESSION": "regressed",
+    "INCONCLUSIVE": "inconclusive (see warnings)",
+    "IMPROVEMENT": "improved",
+}
+
+
+def fmt_value(metric: str, v: float | None) -> str:
+    if v is None:
+        return "n/a"
+    if metric.endswith("_ms"):
+        return f"{v:.1f} ms"
+    if metric.endswith("_bytes"):
+        return f"{v / MIB:.1f} MiB"
+    if metric == "tok_s":
+        return f"{v:.1f} tok/s"
+    if metric == "req_s":
+        return f"{v:.2f} req/s"
+    if metric.endswith("_s"):
+        return f"{v:.2f} s"
+    return f"{v:g}"
+
+
+def fmt_ratio(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+def fmt_ci(lo: float | None, hi: float | None) -> str:
+    return "n/a" if lo is None or hi is None else f"[{lo:.3f}, {hi:.3f}]"
+
+
+def fmt_mde(m: dict) -> str:
+    if m["mde"] is None:
+        return "n/a"
+    if m["method"] == "minmax":
+        return f"flags head above {m['mde']:.3f}x base (min/max rule)"
+    return f"±{(m['mde'] - 1) * 100:.1f}%"
+
+
+def verdict_line(comparison: dict) -> str:
+    """The report's first line: overall verdict, exit code and what it means, and which metrics."""
+    code = comparison["exit_code"]
+    line = f"# {comparison['verdict']}: exit {code} ({EXIT_MEANING[code]})"
+    by_verdict: dict[str, list[str]] = {}
+    for m in comparison["metrics"]:
+        by_verdict.setdefault(m["verdict"], []).append(f"{m['name']} {fmt_ratio(m['ratio'])}x")
+    for verdict, said in VERDICT_WORDS.items():
+        if verdict in by_verdict:
+            line += f"; {said}: {', '.join(by_verdict[verdict])}"
+    if comparison["invalid"]:
+        line += f"; {len(comparison['invalid'])} invalid run(s) or crash"
+    return line
+
+
+def metric_rows(comparison: dict) -> list[dict]:
+    noise = {n["name"]: n for n in comparison.get("noise", [])}
+    rows = []
+    for m in comparison["metrics"]:
+        base = [v for v in m["base"] if v is not None]
+        head = [v for v in m["head"] if v is not None]
+        n = noise.get(m["name"])
+        rows.append(
+            {
+                "name": m["name"],
+                "base": fmt_value(m["name"], median(base) if base else None),
+                "head": fmt_value(m["name"], median(head) if head else None),
+                "ratio": fmt_ratio(m["ratio"]),
+                "ci": fmt_ci(m["ci_low"], m["ci_high"]),
+                "tolerance": f"{m['tolerance'] * 100:g}%",
+                "verdict": m["verdict"] + (f" ({m['note']})" if m["note"] else ""),
+                "noise": _fmt_noise(n),
+                "method": m["method"],
+                "mde": fmt_mde(m),
+            }
+        )
+    return rows
+
+
+def _fmt_noise(n: dict | None) -> str:
+    if n is None or n["ratio"] is None:
+        return "n/a"
+    return f"{fmt_ratio(n['ratio'])} {fmt_ci(n['ci_low'], n['ci_high'])} {n['verdict']}"
+
+
+def round_rows(rounds: list[dict]) -> list[dict]:
+    rows = []
+    for rnd in rounds:
+        order = list(rnd.get("order") or ARM_ORDER[:2])
+        order += [a for a in ARM_ORDER if rnd.get(a) is not None and a not in order]
+        for pos, arm in enumerate(order, start=1):
+            run = rnd.get(arm)
+            summary = (run or {}).get("summary", {})
+            rows.append(
+                {
+                    "round": rnd["round"],
+                    "position": pos,
+                    "arm": arm,
+                    "values": [fmt_value(k, summary.get(k)) for k in KEY_METRICS],
+                    "valid": "no run" if run is None else ("yes" if run.get("valid") else "NO"),
+                }
+            )
+    return rows
+
+
+def _runs(rounds: list[dict], arm: str) -> list[dict]:
+    return [r[arm] for r in rounds if r.get(arm) is not None]
+
+
+def commits_match(asked: str, reported: str) -> bool:
+    """Short and full SHAs of the same commit match; a dirty tree's suffix does not."""
+    return bool(asked and reported) and (asked.startswith(reported) or reported.startswith(asked))
+
+
+def arm_sections(ab: dict) -> tuple[list[dict], list[str]]:
+    sections, warnings = [], []
+    for arm in ARM_ORDER:
+        runs = _runs(ab["rounds"], arm)
+        if arm == "null" and not runs:
+            continue
+        desc = ab["base"] if arm == "null" else ab[arm]
+        servers = [r.get("server", {}) for r in runs]
+        reported = sorted({s.get("commit") or "?" for s in servers})
+        asked = desc.get("commit") or ""
+        for commit in reported:
+            if asked and not commits_match(asked, commit):
+                warnings.append(f"{arm} was asked for commit {asked} but reported {commit}")
+        configs = {json.dumps(s.get("config", {}), sort_keys=True) for s in servers}
+        if len(configs) > 1:
+            warnings.append(f"{arm} reported {len(configs)} different configs across its runs")
+        first = servers[0] if servers else {}
+        sections.append(
+            {
+                "arm": arm,
+                "desc": desc,
+                "reported": reported,
+                "backend": first.get("backend"),
+                "model": first.get("model"),
+                "config": first.get("config", {}),
+            }
+        )
+    return sections, warnings
+
+
+def counter_table(rounds: list[dict]) -> tuple[list[str], list[dict]]:
+    """Mean counter delta per (phase, series) for each arm, over that arm's runs."""
+    records = [
+        {"arm": arm, "phase": phase, "series": series, "value": value}
+        for arm in ARM_ORDER
+        for run in _runs(rounds, arm)
+        for phase, deltas in (run.get("counters") or {}).items()
+        for series, value in deltas.items()
+    ]
+    if not records:
+        return [], []
+    frame = pd.DataFrame(records).pivot_table(
+        index=["phase", "series"], columns="arm", values="value", aggfunc="mean", sort=False
+    )
+    arms = [a for a in ARM_ORDER if a in frame.columns]
+    rows = [
+        {"phase": phase, "series": series, "means": [_fmt_mean(row[a]) for a in arms]}
+        for (phase, series), row in frame.iterrows()
+    ]
+    return arms, rows
+
+
+def _fmt_mean(v: float) -> str:
+    return "—" if pd.isna(v) else f"{v:g}"
+
+
+def machine_and_load(ab: dict) -> tuple[dict, dict, list[str]]:
+    runs = [run for arm in ARM_ORDER for run in _runs(ab["rounds"], arm)]
+    machines = {json.dumps(r.get("machine", {}), sort_keys=True) for r in runs}
+    warnings = [f"runs report {len(machines)} different machines"] if len(machines) > 1 else []
+    load = {"fingerprint": runs[0].get("fingerprint") if runs else None, **ab.get("load", {})}
+    load["requests per run (median)"] = median([len(r.get("requests", [])) for r in runs] or [0])
+    return (runs[0].get("machine", {}) if runs else {}), load, warnings

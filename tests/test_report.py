@@ -1,0 +1,147 @@
+"""The report layer on fake but realistic run records: file naming, section order, plots,
+re-rendering from JSON, warnings, and the offline compare of two saved files."""
+
+import json
+import re
+
+import numpy as np
+import pytest
+from fake_runs import realistic_run
+
+from harness.compare import ComparisonError, compare_rounds
+from harness.report import rerender_report, slug, write_report
+from harness.saved import compare_saved
+
+TOLERANCES = {"ttft_p50_ms": 0.10, "ttft_p95_ms": 0.10, "tok_s": 0.10, "peak_rss_bytes": 0.05}
+SECTIONS = [
+    "## Metrics",
+    "## Rounds",
+    "## Arms",
+    "## Engagement counters",
+    "## Machine and load",
+    "## Minimum detectable effect",
+    "## Warnings",
+    "## Reproduce",
+]
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def arm(label: str, commit: str) -> dict:
+    return {
+        "label": label,
+        "ref": label,
+        "commit": commit,
+        "flags": ["--parallel", "4"],
+        "env": {"ENGINE_LOG": "info"},
+        "cmd": ["engine", "serve"],
+    }
+
+
+def ab_result(*, head_ttft=3300.0, head_commit="bbb2222", crash=None, rounds=4) -> dict:
+    rng = np.random.default_rng(11)
+
+    def run(ttft, commit):
+        return realistic_run(rng, ttft_ms=ttft, tok_s=68.0, rss_peak=1.6e9, commit=commit)
+
+    rnds = [
+        {
+            "round": i,
+            "order": ["base", "head"] if i % 2 == 0 else ["head", "base"],
+            "base": run(2900.0, "aaa1111"),
+            "head": run(head_ttft, head_commit),
+            "null": run(2900.0, "aaa1111"),
+        }
+        for i in range(rounds)
+    ]
+    return {
+        "suite": "chat 4c",
+        "base": arm("main", "aaa1111deadbeef"),
+        "head": arm("feat/prefill|cap", "bbb2222feedface"),
+        "rounds": rnds,
+        "comparison": compare_rounds(rnds, TOLERANCES, 64 * 2**20, crash=crash),
+        "command": "harness ab --base main --head feat/prefill --suite chat-4c --rounds 4",
+        "created": "2026-07-14T09:30:00+00:00",
+        "crash": crash,
+    }
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("results")
+    return write_report(ab_result(), out)
+
+
+def test_file_names_are_dated_and_path_safe(report):
+    assert report.name == "2026-07-14-chat-4c-main-vs-feat-prefill-cap.md"
+    assert report.with_suffix(".json").is_file()
+    assert slug("../../etc/passwd") == "etc-passwd"
+    assert re.fullmatch(r"[A-Za-z0-9._-]+", slug("origin/HEAD~1 (dirty) ✓"))
+
+
+def test_verdict_comes_first_then_sections_in_order(report):
+    text = report.read_text()
+    assert text.splitlines()[0].startswith("# REGRESSION: exit 1 (")
+    assert "regressed: ttft_p50_ms" in text.splitlines()[0]
+    positions = [text.index(s) for s in SECTIONS]
+    assert positions == sorted(positions)
+
+
+def test_tables_keep_their_shape_despite_pipes_in_names(report):
+    lines = report.read_text().splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("| metric | base"))
+    widths = {lines[i].replace("\\|", "").count("|") for i in range(header, header + 6)}
+    assert len(widths) == 1
+    assert "| peak_rss_bytes |" in "\n".join(lines)
+
+
+def test_plots_are_real_pngs(report):
+    for suffix in ("-rss.png", "-ttft.png"):
+        png = report.with_name(report.stem + suffix)
+        data = png.read_bytes()
+        assert data[:8] == PNG_SIGNATURE and len(data) > 1024
+        assert f"]({png.name})" in report.read_text()
+
+
+def test_rerender_from_json_gives_the_same_markdown(report, tmp_path):
+    saved = tmp_path / "copy.json"
+    saved.write_bytes(report.with_suffix(".json").read_bytes())
+    again = rerender_report(saved)
+    assert again.parent == tmp_path and again.name == report.name
+    assert again.read_text() == report.read_text()
+
+
+def test_warns_when_an_arm_reports_another_commit(tmp_path):
+    text = write_report(ab_result(head_commit="ccc3333"), tmp_path).read_text()
+    assert "head was asked for commit bbb2222feedface but reported ccc3333" in text
+    assert "base was asked" not in text
+
+
+def test_crash_is_invalid_with_the_log_tail(tmp_path):
+    crash = {"arm": "head", "log_tail": "RuntimeError: out of memory\nKilled"}
+    text = write_report(ab_result(crash=crash), tmp_path).read_text()
+    assert text.startswith("# INVALID: exit 2 (")
+    assert "invalid: arm head crashed" in text
+    assert "```\nRuntimeError: out of memory\nKilled\n```" in text
+
+
+def test_offline_compare_of_two_saved_files(tmp_path):
+    ab = ab_result(head_ttft=2900.0)
+    rng = np.random.default_rng(3)
+    slower = [
+        realistic_run(rng, ttft_ms=3800.0, tok_s=68.0, rss_peak=1.6e9, commit="ddd")
+        for _ in range(3)
+    ]
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(ab, default=lambda o: o.to_dict()))
+    b.write_text(json.dumps({"runs": slower}))
+    result = compare_saved(a, b, created="2026-07-15")
+    comparison = result["comparison"]
+    assert comparison["verdict"] == "REGRESSION" and comparison["rounds"] == 3
+    assert any("only the first 3" in w for w in comparison["warnings"])
+    assert result["head"]["commit"] == "ddd" and result["head"]["label"] == "b"
+    md = write_report(result, tmp_path / "results")
+    assert md.name == "2026-07-15-chat-4c-feat-prefill-cap-vs-b.md"
+    slower[0]["fingerprint"] = "another-workload"
+    b.write_text(json.dumps({"runs": slower}))
+    with pytest.raises(ComparisonError, match="another-workload"):
+        compare_saved(a, b)
