@@ -1,5 +1,5 @@
 """The A/B report: a dated Markdown file in results/ with the full result as JSON beside it and
-PNG plots, rendered from harness/templates/report.md.j2; re-renderable from the saved JSON."""
+PNG plots, rendered from templates/report.md.j2; re-renderable from the saved JSON."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from harness import tables
 from harness.plots import plot_rss, plot_ttft
 
-TEMPLATES = Path(__file__).parent / "templates"
+TEMPLATES = Path(__file__).resolve().parents[1] / "templates"  # the repo's templates/
 
 
 def slug(name: str, limit: int = 40) -> str:
