@@ -112,5 +112,126 @@ def info(model, backend, device, dtype):
         click.echo(f"{k:>16}: {v}")
 
 
+SERVE_OPTIONS = [
+    ("--host", str, "Address to bind.", "127.0.0.1"),
+    ("--port", int, "Port to listen on.", "8000"),
+    ("--parallel", int, "Max sequences holding a slot (decoding or prefilling) at once.", "4"),
+    ("--max-batch-prefill", int, "Max rows in one padded batched prefill; 1 disables it.", "4"),
+    (
+        "--max-batch-prefill-tokens",
+        int,
+        "Cap on rows*max_len of a batched-prefill cohort; 0 = uncapped.",
+        "2*max_batch_prefill*prefill_chunk_size",
+    ),
+    ("--prefill-chunk-size", int, "Chunk size for single-sequence (chunked) prefill.", "512"),
+    (
+        "--prefill-max-seqs",
+        int,
+        "Max waiting sequences admitted to prefill per tick; 0 = no cap.",
+        "0",
+    ),
+    (
+        "--prefill-grant-interval",
+        int,
+        "A parked chunked prefill gets one chunk after this many decode ticks.",
+        "16",
+    ),
+    ("--ctx-size", int, "Per-sequence context limit; 0 = the model's context.", "0"),
+    ("--max-queue-depth", int, "Queued requests beyond this get HTTP 503 + Retry-After.", "32"),
+    (
+        "--kv-cache-budget",
+        str,
+        "Admission control on live KV: auto (half the free memory), none, or bytes (e.g. 2GiB).",
+        "auto",
+    ),
+    ("--prompt-cache-bytes", str, "Byte budget of the prompt-prefix cache.", "2GiB"),
+    ("--api-key", str, "When set, /v1/* requires 'Authorization: Bearer KEY'.", "none"),
+    ("--max-body-bytes", str, "Request bodies over this get HTTP 413.", "4MiB"),
+    (
+        "--drain-seconds",
+        float,
+        "On SIGTERM, time given to in-flight requests before cancelling.",
+        "3",
+    ),
+]
+
+
+def serve_options(f):
+    for name, kind, text, default in reversed(SERVE_OPTIONS):
+        env = "ENGINE_" + name[2:].upper().replace("-", "_")
+        f = click.option(
+            name, type=kind, default=None, help=f"{text} [default: {default}; env: {env}]"
+        )(f)
+    f = click.option(
+        "--no-prompt-cache",
+        "no_prompt_cache",
+        is_flag=True,
+        default=None,
+        help="Turn the prompt-prefix cache off [env: ENGINE_PROMPT_CACHE=0].",
+    )(f)
+    f = click.option(
+        "--no-batch",
+        is_flag=True,
+        default=False,
+        help="Serve one sequence at a time (--parallel 1).",
+    )(f)
+    return f
+
+
+@main.command()
+@click.option(
+    "--model", default=None, help=MODEL_HELP + " [default: smollm2-135m; env: ENGINE_MODEL]"
+)
+@click.option(
+    "--backend",
+    type=click.Choice(BACKENDS),
+    default=None,
+    help="auto: mlx on Apple silicon, torch elsewhere. [env: ENGINE_BACKEND]",
+)
+@click.option("--device", default=None, help="cpu | cuda[:N] | gpu; auto picks the accelerator.")
+@click.option("--dtype", default=None, help="float32 | bfloat16 | float16 | auto.")
+@serve_options
+@click.option(
+    "--log-level",
+    default="info",
+    show_default=True,
+    type=click.Choice(["debug", "info", "warning", "error"]),
+)
+def serve(no_batch, no_prompt_cache, log_level, **flags):
+    """Run the OpenAI-compatible server (continuous batching, batched and chunked prefill).
+
+    Precedence for every setting: flag > ENGINE_<FLAG> environment variable > default.
+    Endpoints and metrics: docs/http-api.md.
+    """
+    import logging
+    import os
+
+    from aiohttp import web
+
+    from engine.config import ConfigError, resolve_config
+    from engine.server import ENGINE, build_app
+
+    if no_batch:
+        flags["parallel"] = 1
+    if no_prompt_cache:
+        flags["prompt_cache"] = False
+    try:
+        config = resolve_config(flags, os.environ)
+    except ConfigError as e:
+        raise click.ClickException(str(e)) from None
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
+    app = build_app(config)
+    web.run_app(
+        app,
+        host=config.host,
+        port=config.port,
+        shutdown_timeout=config.drain_seconds + 5,
+        print=lambda msg: click.echo(f"engine: {msg}", err=True),
+        access_log=None,
+    )
+    if app[ENGINE].load_error:
+        raise click.ClickException(f"could not load the model: {app[ENGINE].load_error}")
+
+
 if __name__ == "__main__":
     sys.exit(main())

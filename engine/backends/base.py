@@ -72,6 +72,10 @@ class Backend(ABC):
     @abstractmethod
     def reset_device_peak(self) -> None: ...
 
+    def available_memory(self) -> int | None:
+        """Free bytes where KV will live (device memory); None means host memory."""
+        return None
+
     def kv_bytes(self, n_tokens: int) -> int:
         return n_tokens * self.args.kv_bytes_per_token * self.element_size
 

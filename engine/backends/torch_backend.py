@@ -159,6 +159,9 @@ class TorchBackend(Backend):
         c.v[:, :, :n_tokens] = v[:, :, :n_tokens]
         c.length = n_tokens
 
+    def available_memory(self) -> int | None:
+        return torch.cuda.mem_get_info(self._device)[0] if self._device.type == "cuda" else None
+
     def device_memory(self) -> DeviceMemory | None:
         if self._device.type != "cuda":
             return None

@@ -1,0 +1,146 @@
+"""EngineConfig: every serving flag, resolved as flag > ENGINE_<FLAG> env > derived default."""
+
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+
+from engine.model.load import DEFAULT_MODEL
+
+SIZE_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "kb": 1000,
+    "kib": 1024,
+    "m": 1000**2,
+    "mb": 1000**2,
+    "mib": 1024**2,
+    "g": 1000**3,
+    "gb": 1000**3,
+    "gib": 1024**3,
+}
+KV_BUDGET_OFF = ("none", "off", "disabled", "0")
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def parse_bytes(text: str) -> int:
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(text))
+    if not m or m.group(2).lower() not in SIZE_UNITS:
+        raise ConfigError(f"not a byte size: {text!r} (e.g. 2147483648, 512MiB, 2GiB)")
+    return int(float(m.group(1)) * SIZE_UNITS[m.group(2).lower()])
+
+
+def parse_kv_budget(text: str) -> str | int | None:
+    """'auto' | None (no budget) | bytes."""
+    t = str(text).strip().lower()
+    if t == "auto":
+        return "auto"
+    return None if t in KV_BUDGET_OFF else parse_bytes(t)
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    model: str = DEFAULT_MODEL
+    backend: str = "auto"
+    device: str = "auto"
+    dtype: str = "auto"
+    host: str = "127.0.0.1"
+    port: int = 8000
+    parallel: int = 4
+    max_batch_prefill: int = 4
+    max_batch_prefill_tokens: int | None = None  # None: derived; 0: uncapped
+    prefill_chunk_size: int = 512
+    prefill_max_seqs: int = 0
+    prefill_grant_interval: int = 16
+    ctx_size: int = 0  # 0: the model's context
+    max_queue_depth: int = 32
+    kv_cache_budget: str | int | None = "auto"
+    prompt_cache: bool = True
+    prompt_cache_bytes: int = 2 * 1024**3
+    api_key: str | None = None
+    max_body_bytes: int = 4 * 1024**2
+    drain_seconds: float = 3.0
+
+    def __post_init__(self):
+        positive = (
+            "parallel",
+            "max_batch_prefill",
+            "prefill_chunk_size",
+            "prefill_grant_interval",
+            "max_queue_depth",
+        )
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ConfigError(f"--{name.replace('_', '-')} must be >= 1")
+        for name in ("prefill_max_seqs", "ctx_size", "prompt_cache_bytes"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"--{name.replace('_', '-')} must be >= 0")
+        if self.max_batch_prefill_tokens is not None and self.max_batch_prefill_tokens < 0:
+            raise ConfigError("--max-batch-prefill-tokens must be >= 0 (0 = uncapped)")
+        if self.drain_seconds < 0:
+            raise ConfigError("--drain-seconds must be >= 0")
+        if not 0 < self.port < 65536:
+            raise ConfigError("--port must be in 1..65535")
+
+    @property
+    def token_cap(self) -> int:
+        """The batched-prefill cap on rows * max_len; 0 means uncapped."""
+        if self.max_batch_prefill_tokens is not None:
+            return self.max_batch_prefill_tokens
+        return default_token_cap(self.max_batch_prefill, self.prefill_chunk_size)
+
+    def public(self) -> dict:
+        d = asdict(self)
+        d["api_key"] = "set" if self.api_key else None
+        d["max_batch_prefill_tokens"] = self.token_cap
+        return d
+
+
+def default_token_cap(max_batch_prefill: int, prefill_chunk_size: int) -> int:
+    """Twice the exactly-tight product: prompts that tokenize just over the chunk still batch."""
+    return 2 * max_batch_prefill * prefill_chunk_size
+
+
+def _flag(text: str) -> bool:
+    return str(text).strip().lower() in ("1", "true", "yes", "on")
+
+
+INT_FIELDS = (
+    "port",
+    "parallel",
+    "max_batch_prefill",
+    "max_batch_prefill_tokens",
+    "prefill_chunk_size",
+    "prefill_max_seqs",
+    "prefill_grant_interval",
+    "ctx_size",
+    "max_queue_depth",
+)
+CONVERTERS = {
+    **dict.fromkeys(INT_FIELDS, int),
+    "prompt_cache": _flag,
+    "kv_cache_budget": parse_kv_budget,
+    "prompt_cache_bytes": parse_bytes,
+    "max_body_bytes": parse_bytes,
+    "drain_seconds": float,
+}
+
+
+def resolve_config(flags: Mapping[str, object], env: Mapping[str, str]) -> EngineConfig:
+    """flags holds the options given on the command line; None means not given."""
+    values = {}
+    for f in fields(EngineConfig):
+        raw = flags.get(f.name)
+        if raw is None:
+            raw = env.get(f"ENGINE_{f.name.upper()}")
+        if raw is None:
+            continue
+        convert = CONVERTERS.get(f.name, str)
+        try:
+            values[f.name] = raw if isinstance(raw, bool) else convert(raw)
+        except ValueError as e:
+            raise ConfigError(f"--{f.name.replace('_', '-')}: {e}") from None
+    return EngineConfig(**values)

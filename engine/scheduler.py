@@ -1,0 +1,272 @@
+"""Scheduler: the tick loop on one compute thread (queue, admission, prefill, decode).
+
+Each tick asks policy.decide_tick what to do; admission drains a cohort with
+policy.drain_cohort. Results go back to request handlers through their `emit` callbacks.
+"""
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+from engine.backends.base import Backend
+from engine.config import EngineConfig
+from engine.metrics import EngineMetrics
+from engine.model.tokenizer import Tokenizer
+from engine.policy import Tick, TickState, admission_rows, decide_tick, drain_cohort, kv_admits
+from engine.prompt_cache import PromptCache
+from engine.sequence import Event, Sequence, Status
+
+log = logging.getLogger("engine.scheduler")
+Emit = Callable[[Sequence, Event], None]
+
+
+class Scheduler:
+    def __init__(
+        self,
+        backend: Backend,
+        tokenizer: Tokenizer,
+        config: EngineConfig,
+        metrics: EngineMetrics,
+        kv_budget: int | None,
+    ):
+        self.backend, self.tokenizer, self.config, self.metrics = (
+            backend,
+            tokenizer,
+            config,
+            metrics,
+        )
+        self.kv_budget = kv_budget
+        self.cache = PromptCache(config.prompt_cache_bytes) if config.prompt_cache else None
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+        self.parked: Sequence | None = None
+        self.emitters: dict[int, Emit] = {}
+        self.kv_live_bytes = 0
+        self.decode_ticks_since_grant = 0
+        self.lock = threading.Lock()
+        self.wake = threading.Event()
+        self.stopped = False
+        self.thread = threading.Thread(target=self.run, name="engine-compute", daemon=True)
+
+    # ---- called from the event loop ----
+    def submit(self, seq: Sequence, emit: Emit) -> bool:
+        """Queue a request; False when the queue is full (the caller answers 503)."""
+        with self.lock:
+            if len(self.waiting) >= self.config.max_queue_depth:
+                return False
+            self.emitters[seq.seq_id] = emit
+            self.waiting.append(seq)
+            self.metrics.queue_depth.set(len(self.waiting))
+        self.wake.set()
+        return True
+
+    def cancel(self, seq: Sequence) -> None:
+        seq.cancelled = True
+        self.wake.set()
+
+    def idle(self) -> bool:
+        return not (self.waiting or self.running or self.parked)
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.wake.set()
+
+    # ---- the compute thread ----
+    def run(self) -> None:
+        while not self.stopped:
+            try:
+                self.step()
+            except Exception as e:  # a failed forward fails its sequences, not the server
+                log.exception("step failed")
+                for seq in [*self.running, *([self.parked] if self.parked else [])]:
+                    self._finish(seq, "error", error=f"{type(e).__name__}: {e}")
+        for seq in [*self.waiting, *self.running, *([self.parked] if self.parked else [])]:
+            self._finish(seq, "cancelled")
+
+    def step(self) -> None:
+        self._drop_cancelled()
+        tick = decide_tick(
+            TickState(
+                queued=len(self.waiting),
+                running=len(self.running),
+                parked=self.parked is not None,
+                can_admit=self._head_admissible(),
+                decode_ticks_since_grant=self.decode_ticks_since_grant,
+                grant_interval=self.config.prefill_grant_interval,
+            )
+        )
+        if tick is Tick.IDLE:
+            self.wake.wait(0.05)
+            self.wake.clear()
+        elif tick is Tick.ADMIT:
+            self._admit()
+        elif tick is Tick.DECODE:
+            self._decode()
+        else:
+            self._prefill_chunk(self.parked)
+        self._update_gauges()
+
+    def _free_slots(self) -> int:
+        return self.config.parallel - len(self.running) - (self.parked is not None)
+
+    def _head_admissible(self) -> bool:
+        with self.lock:
+            head = self.waiting[0] if self.waiting else None
+        return (
+            head is not None
+            and self._free_slots() > 0
+            and kv_admits(self.kv_live_bytes, self.backend.kv_bytes(head.capacity), self.kv_budget)
+        )
+
+    def _drop_cancelled(self) -> None:
+        with self.lock:
+            gone = [s for s in self.waiting if s.cancelled]
+            for s in gone:
+                self.waiting.remove(s)
+        for s in [*gone, *[s for s in self.running if s.cancelled]]:
+            self._finish(s, "cancelled")
+        if self.parked is not None and self.parked.cancelled:
+            self._finish(self.parked, "cancelled")
+
+    def _admit(self) -> None:
+        c = self.config
+        free = self._free_slots()
+        rows = admission_rows(c.max_batch_prefill, free, c.prefill_max_seqs)
+        with self.lock:
+            queued = list(self.waiting)
+        if c.prefill_max_seqs and min(c.max_batch_prefill, free, len(queued)) > rows:
+            self.metrics.prefill_admission_capped.inc()
+        head = queued[0]
+        if self.cache is not None:
+            entry, reuse = self.cache.lookup(head.prompt)
+            if entry is not None:
+                self._take(1)
+                self._start(head)
+                self.backend.copy_prefix(entry.kv, head.seq_id, reuse)
+                head.prefilled = head.cached_tokens = reuse
+                self.metrics.cache_hits.inc()
+                self.metrics.cache_tokens_reused.inc(reuse)
+                return self._prefill_alone(head)
+            self.metrics.cache_misses.inc()
+        lengths, live = [], self.kv_live_bytes
+        for seq in queued[:rows]:
+            need = self.backend.kv_bytes(seq.capacity)
+            if not kv_admits(live, need, self.kv_budget):
+                break
+            lengths.append(len(seq.prompt))
+            live += need
+        cohort = drain_cohort(lengths, rows, c.token_cap, c.prefill_chunk_size)
+        self.metrics.prefill_rows_spilled.inc(cohort.spilled)
+        taken = self._take(cohort.rows)
+        for seq in taken:
+            self._start(seq)
+        if cohort.path == "batched":
+            self._prefill_batched(taken)
+        else:
+            self._prefill_alone(taken[0])
+
+    def _take(self, n: int) -> list[Sequence]:
+        with self.lock:
+            taken = [self.waiting.popleft() for _ in range(n)]
+            self.metrics.queue_depth.set(len(self.waiting))
+        return taken
+
+    def _start(self, seq: Sequence) -> None:
+        self.backend.add_sequence(seq.seq_id, seq.capacity)
+        seq.kv_bytes = self.backend.kv_bytes(seq.capacity)
+        self.kv_live_bytes += seq.kv_bytes
+
+    def _timed(self, kind: str, fn, *args):
+        t0 = time.perf_counter()
+        out = fn(*args)
+        self.metrics.step_seconds.labels(kind).observe(time.perf_counter() - t0)
+        return out
+
+    def _prefill_batched(self, seqs: list[Sequence]) -> None:
+        logits = self._timed(
+            "prefill_batched",
+            self.backend.prefill_batch,
+            [s.seq_id for s in seqs],
+            [s.prompt for s in seqs],
+        )
+        self.metrics.prefill_forwards.labels("batched").inc()
+        self.metrics.prefill_rows.labels("batched").inc(len(seqs))
+        for seq, row in zip(seqs, logits, strict=True):
+            seq.prefilled = len(seq.prompt)
+            self._prompt_done(seq, row)
+
+    def _prefill_alone(self, seq: Sequence) -> None:
+        if len(seq.remaining_prompt) <= self.config.prefill_chunk_size:
+            logits = self._timed(
+                "prefill_single", self.backend.prefill, seq.seq_id, seq.remaining_prompt
+            )
+            self.metrics.prefill_forwards.labels("single").inc()
+            self.metrics.prefill_rows.labels("single").inc()
+            seq.prefilled = len(seq.prompt)
+            return self._prompt_done(seq, logits)
+        seq.status, self.parked = Status.PREFILLING, seq
+        self.metrics.prefill_rows.labels("chunked").inc()
+        self._prefill_chunk(seq)
+
+    def _prefill_chunk(self, seq: Sequence) -> None:
+        chunk = seq.remaining_prompt[: self.config.prefill_chunk_size]
+        logits = self._timed("prefill_chunked", self.backend.prefill, seq.seq_id, chunk)
+        self.metrics.prefill_forwards.labels("chunked").inc()
+        self.decode_ticks_since_grant = 0
+        seq.prefilled += len(chunk)
+        if not seq.remaining_prompt:
+            self.parked = None
+            self._prompt_done(seq, logits)
+
+    def _prompt_done(self, seq: Sequence, logits) -> None:
+        seq.status = Status.RUNNING
+        self.running.append(seq)
+        if self.cache is not None and not self.cache.covers(seq.prompt):
+            kv, nbytes = self.backend.save_prefix(seq.seq_id, len(seq.prompt))
+            self.cache.insert(seq.prompt, kv, nbytes)
+        self._sample(seq, logits)
+
+    def _decode(self) -> None:
+        seqs = list(self.running)
+        logits = self._timed(
+            "decode", self.backend.decode, [s.seq_id for s in seqs], [s.output[-1] for s in seqs]
+        )
+        self.metrics.decode_steps.inc()
+        self.metrics.decode_rows.inc(len(seqs))
+        self.decode_ticks_since_grant += 1
+        for seq, row in zip(seqs, logits, strict=True):
+            self._sample(seq, row)
+
+    def _sample(self, seq: Sequence, logits) -> None:
+        event = seq.append(seq.sampler(logits), self.tokenizer)
+        if event.finish_reason:
+            self._finish(seq, event.finish_reason, text=event.text)
+        else:
+            self._emit(seq, event)
+
+    def _emit(self, seq: Sequence, event: Event) -> None:
+        emit = self.emitters.get(seq.seq_id)
+        if emit is not None:
+            emit(seq, event)
+
+    def _finish(self, seq: Sequence, reason: str, text: str = "", error: str | None = None):
+        if seq.status is Status.FINISHED:
+            return
+        if seq.status in (Status.RUNNING, Status.PREFILLING):
+            self.backend.remove_sequence(seq.seq_id)
+            self.kv_live_bytes -= seq.kv_bytes
+        if seq in self.running:
+            self.running.remove(seq)
+        if self.parked is seq:
+            self.parked = None
+        seq.status, seq.finish_reason = Status.FINISHED, reason
+        self._emit(seq, Event(text=text, finish_reason=reason, error=error))
+        self.emitters.pop(seq.seq_id, None)
+
+    def _update_gauges(self) -> None:
+        live = [*self.running, *([self.parked] if self.parked else [])]
+        self.metrics.running.set(len(live))
+        self.metrics.kv_live_tokens.set(sum(s.capacity for s in live))
+        self.metrics.mask_bytes_max.set(self.backend.mask_bytes_max)
