@@ -136,6 +136,13 @@ SERVE_OPTIONS = [
         "A parked chunked prefill gets one chunk after this many decode ticks.",
         "16",
     ),
+    (
+        "--batch-window-ms",
+        float,
+        "An idle engine holds its first arrival this long for companions to batch with; "
+        "it admits at once when a full cohort is queued. 0 disables.",
+        "10",
+    ),
     ("--ctx-size", int, "Per-sequence context limit; 0 = the model's context.", "0"),
     ("--max-queue-depth", int, "Queued requests beyond this get HTTP 503 + Retry-After.", "32"),
     (

@@ -55,6 +55,7 @@ class EngineConfig:
     prefill_chunk_size: int = 512
     prefill_max_seqs: int = 0
     prefill_grant_interval: int = 16
+    batch_window_ms: float = 10.0
     ctx_size: int = 0  # 0: the model's context
     max_queue_depth: int = 32
     kv_cache_budget: str | int | None = "auto"
@@ -80,6 +81,8 @@ class EngineConfig:
                 raise ConfigError(f"--{name.replace('_', '-')} must be >= 0")
         if self.max_batch_prefill_tokens is not None and self.max_batch_prefill_tokens < 0:
             raise ConfigError("--max-batch-prefill-tokens must be >= 0 (0 = uncapped)")
+        if self.batch_window_ms < 0:
+            raise ConfigError("--batch-window-ms must be >= 0")
         if self.drain_seconds < 0:
             raise ConfigError("--drain-seconds must be >= 0")
         if not 0 < self.port < 65536:
@@ -126,6 +129,7 @@ CONVERTERS = {
     "prompt_cache_bytes": parse_bytes,
     "max_body_bytes": parse_bytes,
     "drain_seconds": float,
+    "batch_window_ms": float,
 }
 
 

@@ -6,6 +6,7 @@ from enum import Enum
 
 class Tick(Enum):
     IDLE = "idle"
+    WAIT = "wait"  # idle engine holding its first arrival briefly for companions
     ADMIT = "admit"
     DECODE = "decode"
     PREFILL_CHUNK = "prefill_chunk"
@@ -19,6 +20,9 @@ class TickState:
     can_admit: bool  # the queue head fits a free slot and the KV budget
     decode_ticks_since_grant: int
     grant_interval: int
+    admit_rows: int  # rows an ADMIT tick could take now
+    head_wait_s: float  # how long the queue head has waited
+    batch_window_s: float
 
 
 def decide_tick(s: TickState) -> Tick:
@@ -30,6 +34,8 @@ def decide_tick(s: TickState) -> Tick:
         return Tick.IDLE
     if s.running:
         return Tick.ADMIT if s.queued and s.can_admit else Tick.DECODE
+    if s.queued < s.admit_rows and s.head_wait_s < s.batch_window_s:
+        return Tick.WAIT
     return Tick.ADMIT
 
 

@@ -57,6 +57,7 @@ class Scheduler:
             if len(self.waiting) >= self.config.max_queue_depth:
                 return False
             self.emitters[seq.seq_id] = emit
+            seq.arrival = time.perf_counter()
             self.waiting.append(seq)
             self.metrics.queue_depth.set(len(self.waiting))
         self.wake.set()
@@ -87,18 +88,24 @@ class Scheduler:
 
     def step(self) -> None:
         self._drop_cancelled()
-        tick = decide_tick(
-            TickState(
-                queued=len(self.waiting),
-                running=len(self.running),
-                parked=self.parked is not None,
-                can_admit=self._head_admissible(),
-                decode_ticks_since_grant=self.decode_ticks_since_grant,
-                grant_interval=self.config.prefill_grant_interval,
-            )
+        c = self.config
+        with self.lock:
+            head_wait = time.perf_counter() - self.waiting[0].arrival if self.waiting else 0.0
+        window = c.batch_window_ms / 1000
+        state = TickState(
+            queued=len(self.waiting),
+            running=len(self.running),
+            parked=self.parked is not None,
+            can_admit=self._head_admissible(),
+            decode_ticks_since_grant=self.decode_ticks_since_grant,
+            grant_interval=c.prefill_grant_interval,
+            admit_rows=admission_rows(c.max_batch_prefill, self._free_slots(), c.prefill_max_seqs),
+            head_wait_s=head_wait,
+            batch_window_s=window,
         )
-        if tick is Tick.IDLE:
-            self.wake.wait(0.05)
+        tick = decide_tick(state)
+        if tick in (Tick.IDLE, Tick.WAIT):
+            self.wake.wait(0.05 if tick is Tick.IDLE else max(0.0, window - head_wait))
             self.wake.clear()
         elif tick is Tick.ADMIT:
             self._admit()

@@ -42,6 +42,7 @@ class Sequence:
     cached_tokens: int = 0  # of those, copied from the prompt cache
     kv_bytes: int = 0  # reserved while the sequence holds a slot
     cancelled: bool = False
+    arrival: float = 0.0  # perf_counter at submit
     finish_reason: str | None = None
 
     def __post_init__(self):

@@ -37,7 +37,11 @@ async def errors(request: web.Request, handler):
         if e.status < 400:
             raise
         kind = "invalid_request_error" if e.status < 500 else "server_error"
-        return error_response(ApiError(e.status, e.reason, type_=kind), dict(e.headers) or None)
+        keep = {k: v for k, v in e.headers.items() if k.lower() in ("retry-after", "allow")}
+        return error_response(ApiError(e.status, e.text or e.reason, type_=kind), keep)
+    except Exception as e:  # a bug must still answer in the API's shape
+        log.exception("unhandled error on %s", request.path)
+        return error_response(ApiError(500, f"{type(e).__name__}: {e}", type_="server_error"))
 
 
 @web.middleware

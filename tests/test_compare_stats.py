@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 import pytest
-from fake_runs import make_rounds, make_run
 
 from harness.compare import (
     Comparison,
@@ -16,6 +15,8 @@ from harness.compare import (
     needs_more_rounds,
 )
 from harness.verdict import Verdict, ratio_verdict
+
+from fake_runs import make_rounds, make_run
 
 TOL = {"ttft_p50_ms": 0.10}
 ROUNDS = 5

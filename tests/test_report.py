@@ -6,11 +6,12 @@ import re
 
 import numpy as np
 import pytest
-from fake_runs import realistic_run
 
 from harness.compare import ComparisonError, compare_rounds
 from harness.report import rerender_report, slug, write_report
 from harness.saved import compare_saved
+
+from fake_runs import realistic_run
 
 TOLERANCES = {"ttft_p50_ms": 0.10, "ttft_p95_ms": 0.10, "tok_s": 0.10, "peak_rss_bytes": 0.05}
 SECTIONS = [
