@@ -177,7 +177,9 @@ class MLXBackend(Backend):
         c.length = n_tokens
 
     def device_memory(self) -> DeviceMemory | None:
-        return DeviceMemory(_memory_fn("get_active_memory")(), _memory_fn("get_peak_memory")())
+        active = _memory_fn("get_active_memory")()
+        # MLX zeroes the peak on reset (torch sets it to the live bytes); report it as torch does.
+        return DeviceMemory(active, max(active, _memory_fn("get_peak_memory")()))
 
     def reset_device_peak(self) -> None:
         _memory_fn("reset_peak_memory")()
