@@ -1,0 +1,163 @@
+"""Parity of the three forwards: batched vs single prefill, chunked vs whole, torch vs MLX."""
+
+import importlib
+
+import numpy as np
+import pytest
+
+from engine.backends import load_backend
+from engine.model.load import load_model
+
+
+def mlx_import_error() -> str | None:
+    try:
+        importlib.import_module("mlx.core")
+    except ImportError as e:
+        return str(e)
+    return None
+
+
+MLX_ERROR = mlx_import_error()
+NO_MLX = pytest.mark.skipif(
+    MLX_ERROR is not None, reason=f"mlx.core cannot be imported: {MLX_ERROR}"
+)
+BACKENDS = ["torch", pytest.param("mlx", marks=NO_MLX)]
+LENGTHS = (5, 17, 33, 64)
+DECODE_STEPS = 16
+# float32 logits of the same math in another order or library: max |diff| must stay under this
+# fraction of the largest |logit|. Measured on tiny: <= 3.3e-7 (torch batched vs single, chunked
+# vs whole, and torch vs MLX alike); a masking, offset or RoPE bug moves logits by far more.
+REL_TOL = 1e-5
+# smollm2's 30 layers accumulate more: measured 2.8e-6 torch vs MLX.
+SMOLLM2_REL_TOL = 1e-4
+
+
+def close(a: np.ndarray, b: np.ndarray, rel_tol: float = REL_TOL) -> bool:
+    return float(np.abs(a - b).max()) <= rel_tol * float(np.abs(a).max())
+
+
+def prompts(lengths=LENGTHS, seed: int = 1) -> list[list[int]]:
+    rng = np.random.default_rng(seed)
+    return [[int(t) for t in rng.integers(3, 259, n)] for n in lengths]
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_model("tiny")
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def backend(request, tiny):
+    return load_backend(request.param, tiny, dtype="float32")
+
+
+def run_single(be, prompt: list[int], steps: int, chunk: int | None = None, seq_id: int = 99):
+    """Greedy tokens and per-step logits of one sequence: (chunked) prefill, then decode."""
+    be.add_sequence(seq_id, len(prompt) + steps)
+    try:
+        chunk = chunk or len(prompt)
+        for start in range(0, len(prompt), chunk):
+            logits = be.prefill(seq_id, prompt[start : start + chunk])
+        out = [logits]
+        for _ in range(steps):
+            out.append(be.decode([seq_id], [int(out[-1].argmax())])[0])
+        return [int(x.argmax()) for x in out], np.stack(out)
+    finally:
+        be.remove_sequence(seq_id)
+
+
+def run_batched(be, batch: list[list[int]], steps: int):
+    """The same, for all prompts at once: ONE padded prefill, then batched decode. Logits are
+    [steps + 1, B, V]."""
+    ids = list(range(len(batch)))
+    for i, p in zip(ids, batch, strict=True):
+        be.add_sequence(i, len(p) + steps)
+    try:
+        out = [be.prefill_batch(ids, batch)]
+        for _ in range(steps):
+            out.append(be.decode(ids, [int(t) for t in out[-1].argmax(-1)]))
+        assert [be.seq_length(i) for i in ids] == [len(p) + steps for p in batch]
+        return np.stack(out)
+    finally:
+        for i in ids:
+            be.remove_sequence(i)
+
+
+def test_batched_prefill_and_decode_match_single(backend):
+    batch = prompts()
+    logits = run_batched(backend, batch, DECODE_STEPS)
+    for b, p in enumerate(batch):
+        tokens, single = run_single(backend, p, DECODE_STEPS)
+        assert [int(x.argmax()) for x in logits[:, b]] == tokens, f"row {b} (len {len(p)})"
+        assert close(single, logits[:, b]), f"row {b} (len {len(p)})"
+
+
+def test_chunked_prefill_matches_whole(backend):
+    p = prompts((40,), seed=2)[0]
+    whole_tokens, whole = run_single(backend, p, DECODE_STEPS)
+    chunk_tokens, chunked = run_single(backend, p, DECODE_STEPS, chunk=7)
+    assert chunk_tokens == whole_tokens
+    assert close(whole, chunked)
+    # The last chunk holds 40 % 7 = 5 tokens after a 35-token prefix: a [5, 40] mask.
+    assert backend.mask_bytes_last == 5 * 40 * 4
+
+
+def test_padded_prefill_mask_bytes(backend):
+    batch = prompts()
+    run_batched(backend, batch, 0)
+    L = max(LENGTHS)
+    assert backend.mask_bytes_last == 4 * L * L * 4
+    assert backend.mask_bytes_max >= backend.mask_bytes_last
+
+
+def test_prefix_copy_resumes_like_the_original(backend):
+    p = prompts((30,), seed=3)[0]
+    tokens, logits = run_single(backend, p, 4)
+    backend.add_sequence(1, 40)
+    backend.prefill(1, p[:20])
+    kv, nbytes = backend.save_prefix(1, 20)
+    assert nbytes == backend.kv_bytes(20)
+    backend.remove_sequence(1)
+    backend.add_sequence(2, 40)
+    backend.copy_prefix(kv, 2, 20)
+    assert backend.seq_length(2) == 20
+    resumed = backend.prefill(2, p[20:])
+    backend.remove_sequence(2)
+    assert int(resumed.argmax()) == tokens[0]
+    assert close(logits[0], resumed)
+
+
+@NO_MLX
+def test_torch_and_mlx_logits_agree(tiny):
+    torch_be = load_backend("torch", tiny, dtype="float32")
+    mlx_be = load_backend("mlx", tiny, dtype="float32")
+    batch = prompts()
+    b_torch, b_mlx = (run_batched(be, batch, DECODE_STEPS) for be in (torch_be, mlx_be))
+    assert close(b_torch[0], b_mlx[0]), "batched prefill"
+    assert close(b_torch[1:], b_mlx[1:]), "batched decode"
+    c_torch, c_mlx = (
+        run_single(be, batch[3], DECODE_STEPS, chunk=7)[1] for be in (torch_be, mlx_be)
+    )
+    assert close(c_torch[0], c_mlx[0]), "chunked prefill"
+    assert close(c_torch[1:], c_mlx[1:]), "decode after chunked prefill"
+
+
+@pytest.mark.slow
+@NO_MLX
+def test_smollm2_torch_and_mlx_agree_on_greedy_tokens():
+    pytest.importorskip("gguf")
+    try:
+        loaded = load_model("smollm2-135m")
+    except ValueError as e:
+        pytest.skip(str(e))
+    tok = loaded.tokenizer
+    chat = [{"role": "user", "content": "What is the capital of France?"}]
+    prompt = tok.encode(tok.apply_chat_template(chat))
+    results = []
+    for name in ("torch", "mlx"):
+        be = load_backend(name, loaded, dtype="float32")
+        results.append(run_single(be, prompt, 7))
+        del be
+    (t_tokens, t_logits), (m_tokens, m_logits) = results
+    assert t_tokens == m_tokens, (tok.decode(t_tokens), tok.decode(m_tokens))
+    assert close(t_logits, m_logits, SMOLLM2_REL_TOL)
