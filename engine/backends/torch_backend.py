@@ -99,7 +99,9 @@ class TorchBackend(Backend):
         )
         del mask
         h = self.model(tokens.to(self._device), step)
-        last = h[torch.arange(B, device=self._device), torch.tensor(lengths) - 1]
+        last = h[
+            torch.arange(B, device=self._device), torch.tensor(lengths, device=self._device) - 1
+        ]
         for c, length in zip(caches, lengths, strict=True):
             c.length = length
         return self.model.logits(last).cpu().numpy()

@@ -97,7 +97,7 @@ def read_tokenizer(reader: GGUFReader) -> Tokenizer:
         raise ValueError(f"unsupported GGUF tokenizer {model!r} (only GPT-2-style BPE)")
     tokens = _field(reader, "tokenizer.ggml.tokens")
     types = _field(reader, "tokenizer.ggml.token_type")
-    merges = [tuple(m.split(" ", 1)) for m in _field(reader, "tokenizer.ggml.merges")]
+    merges = [tuple(m.split(" ", 1)) for m in _field(reader, "tokenizer.ggml.merges") or []]
     bpe = HFTokenizer(models.BPE({t: i for i, t in enumerate(tokens)}, merges))
     pre = PRE_TOKENIZERS.get(_field(reader, "tokenizer.ggml.pre", ""), [])
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=not pre)

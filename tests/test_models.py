@@ -1,0 +1,160 @@
+"""Model loading: tiny, an HF directory and a GGUF file written here, and the real SmolLM2."""
+
+import json
+import subprocess
+import sys
+import time
+
+import gguf
+import numpy as np
+import pytest
+from conftest import needs_smollm2
+from safetensors.numpy import save_file
+
+from engine.backends import load_backend
+from engine.model.load import ModelNotFound, load_model
+from engine.model.tiny import SPECIAL_TOKENS
+
+PROMPT = [1, 72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100, 2]
+
+
+def last_logits(spec: str) -> np.ndarray:
+    backend = load_backend("torch", load_model(spec), dtype="float32")
+    backend.add_sequence(0, 64)
+    return backend.prefill(0, PROMPT)
+
+
+def test_tiny_loads_fast_and_round_trips_text():
+    t0 = time.perf_counter()
+    m = load_model("tiny")
+    assert time.perf_counter() - t0 < 1.0
+    ids = m.tokenizer.encode("héllo <|im_end|>")
+    assert m.tokenizer.decode(ids) == "héllo "
+    assert ids[-1] == SPECIAL_TOKENS.index("<|im_end|>")
+    chat = m.tokenizer.apply_chat_template([{"role": "user", "content": "hi"}])
+    assert chat.endswith("<|im_start|>assistant\n")
+
+
+def test_hf_directory_loads_the_same_model(tmp_path):
+    tiny = load_model("tiny")
+    (tmp_path / "config.json").write_text(json.dumps(tiny.args.to_hf_config()))
+    half = {k: v.astype(np.float16) for k, v in tiny.weights.items()}
+    save_file(half, str(tmp_path / "model.safetensors"))
+    tiny.tokenizer.backend.save(str(tmp_path / "tokenizer.json"))
+    (tmp_path / "tokenizer_config.json").write_text(
+        json.dumps({"eos_token": "<|im_end|>", "chat_template": tiny.tokenizer.chat_template})
+    )
+    loaded = load_model(str(tmp_path))
+    assert loaded.args == tiny.args and loaded.tokenizer.eos_ids == {2}
+    np.testing.assert_allclose(last_logits(str(tmp_path)), last_logits("tiny"), atol=0.05)
+
+
+def permute(w: np.ndarray, n_head: int) -> np.ndarray:
+    """llama.cpp's converter (convert_hf_to_gguf.py: LlamaModel.permute)."""
+    return (
+        w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(w.shape)
+    )
+
+
+def test_gguf_file_undoes_llama_cpp_qk_permutation(tmp_path):
+    tiny, a = load_model("tiny"), load_model("tiny").args
+    path = tmp_path / "tiny.gguf"
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_block_count(a.num_hidden_layers)
+    w.add_context_length(a.max_position_embeddings)
+    w.add_embedding_length(a.hidden_size)
+    w.add_feed_forward_length(a.intermediate_size)
+    w.add_head_count(a.num_attention_heads)
+    w.add_head_count_kv(a.num_key_value_heads)
+    w.add_rope_freq_base(a.rope_theta)
+    w.add_layer_norm_rms_eps(a.rms_norm_eps)
+    vocab = tiny.tokenizer.backend.get_vocab(with_added_tokens=True)
+    tokens = sorted(vocab, key=vocab.get)
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list(tokens)
+    w.add_token_types([3 if t in SPECIAL_TOKENS else 1 for t in tokens])
+    w.add_token_merges([])
+    w.add_eos_token_id(2)
+    names = {
+        "model.embed_tokens.weight": "token_embd.weight",
+        "model.norm.weight": "output_norm.weight",
+    }
+    parts = {
+        "input_layernorm": "attn_norm",
+        "post_attention_layernorm": "ffn_norm",
+        "self_attn.q_proj": "attn_q",
+        "self_attn.k_proj": "attn_k",
+        "self_attn.v_proj": "attn_v",
+        "self_attn.o_proj": "attn_output",
+        "mlp.gate_proj": "ffn_gate",
+        "mlp.up_proj": "ffn_up",
+        "mlp.down_proj": "ffn_down",
+    }
+    for name, t in tiny.weights.items():
+        if name not in names:
+            layer, rest = name.split(".")[2], ".".join(name.split(".")[3:-1])
+            names[name] = f"blk.{layer}.{parts[rest]}.weight"
+        if name.endswith("q_proj.weight"):
+            t = permute(t, a.num_attention_heads)
+        elif name.endswith("k_proj.weight"):
+            t = permute(t, a.num_key_value_heads)
+        w.add_tensor(names[name], t)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    loaded = load_model(str(path))
+    assert loaded.args.num_key_value_heads == a.num_key_value_heads
+    assert loaded.tokenizer.encode("hello") == tiny.tokenizer.encode("hello")
+    np.testing.assert_allclose(last_logits(str(path)), last_logits("tiny"), atol=1e-4)
+
+
+def test_unknown_model_is_a_clear_error():
+    with pytest.raises(ModelNotFound, match="unknown model"):
+        load_model("no-such-model")
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True, timeout=600
+    )
+
+
+def test_cli_errors_are_one_line():
+    out = run_cli("generate", "--model", "no-such-model", "hi")
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert out.stderr.strip().startswith("Error: unknown model")
+
+
+def test_cli_info_on_tiny():
+    out = run_cli("info", "--model", "tiny", "--backend", "torch")
+    assert out.returncode == 0 and "parameters: 90,624" in out.stdout
+
+
+@pytest.mark.slow
+@needs_smollm2
+def test_smollm2_answers_paris_on_torch():
+    out = run_cli(
+        "generate",
+        "--model",
+        "smollm2-135m",
+        "--backend",
+        "torch",
+        "--max-tokens",
+        "24",
+        "What is the capital of France?",
+    )
+    assert out.returncode == 0, out.stderr
+    assert "Paris" in out.stdout
+
+
+@pytest.mark.slow
+@needs_smollm2
+def test_smollm2_tokenizer_and_chat_template():
+    tok = load_model("smollm2-135m").tokenizer
+    assert tok.encode("Hello world 12345") == [19556, 905, 216, 33, 34, 35, 36, 37]
+    text = tok.apply_chat_template([{"role": "user", "content": "Hi"}])
+    assert text.startswith("<|im_start|>system\n") and text.endswith("<|im_start|>assistant\n")
+    assert tok.encode(text)[0] == 1 and tok.eos_ids == {2}
