@@ -8,6 +8,8 @@ import urllib.request
 
 import aiohttp
 import openai
+import pytest
+from conftest import needs_smollm2
 
 from engine_server import metrics, run_concurrently
 
@@ -172,3 +174,19 @@ def test_health_answers_during_a_long_batched_prefill(engine_factory):
 
     latencies = asyncio.run(go())
     assert latencies and max(latencies) < 1.0
+
+
+@pytest.mark.slow
+@needs_smollm2
+def test_openai_client_gets_real_text_from_smollm2(engine_factory):
+    eng = engine_factory(model="smollm2-135m")
+    client = openai.OpenAI(base_url=eng.url + "/v1", api_key="unused")
+    stream = client.chat.completions.create(
+        model="smollm2-135m",
+        messages=[{"role": "user", "content": "What is the capital of France?"}],
+        max_tokens=24,
+        temperature=0,
+        stream=True,
+    )
+    text = "".join(e.choices[0].delta.content or "" for e in stream if e.choices)
+    assert "Paris" in text
