@@ -1,3 +1,1 @@
-"""servegate's harness: start an inference server cold, load it with streaming clients, measure."""
-
-__version__ = "0.1.0"
+"""servegate's harness: build arms, fire load, sample memory, and gate head against base."""

@@ -12,10 +12,10 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from harness import __version__
 from harness.arms import ArmError, make_arm
 from harness.display import LiveProgress, print_run
 from harness.launcher import LaunchError
+from harness.machine import harness_version
 from harness.run import run_arm
 from harness.suite import SuiteError, load_suite, shipped
 
@@ -23,7 +23,7 @@ EXIT_INVALID = 2
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="harness")
+@click.version_option(harness_version(), prog_name="harness")
 def main() -> None:
     """Benchmark and gate LLM inference servers.
 

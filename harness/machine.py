@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import platform
 import subprocess
@@ -59,3 +60,10 @@ def git_commit(cwd: Path) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return (sha + ("+dirty" if dirty else "")) if sha else None
+
+
+def harness_version() -> str:
+    try:
+        return importlib.metadata.version("servegate")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"

@@ -93,6 +93,7 @@ async def fit(
     word more overshoots (a word of two tokens), that word is redrawn."""
     pool = [rng.choice(WORDS) for _ in range(target + 16)]
     k, seen = max(1, target - (await counter.count(prefix, chat) if prefix else 0)), set()
+    overshoots_at_one = 0
     for _ in range(MAX_FIT_TRIES):
         while len(pool) < k:
             pool.append(rng.choice(WORDS))
@@ -101,8 +102,10 @@ async def fit(
         if n == target:
             return Prompt(text, n)
         if n > target and k == 1:
-            raise PromptError(f"cannot build a {target}-token prompt: the shortest has {n}")
-        if k in seen:
+            overshoots_at_one += 1
+            if overshoots_at_one >= 8:
+                raise PromptError(f"cannot build a {target}-token prompt: the shortest has {n}")
+        if k in seen or (n > target and k == 1):
             pool[k - 1] = rng.choice(WORDS)
         seen.add(k)
         k = max(1, k + (target - n))

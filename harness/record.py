@@ -57,21 +57,33 @@ class RequestRecord:
         return (self.e2e_s - self.ttft_s) / (self.tokens - 1)
 
     def as_dict(self) -> dict:
+        """Timestamps in seconds since the run's start; durations in milliseconds."""
         out = asdict(self)
+        del out["itl_s"]
         for key in ("arrival", "send", "first_token", "end"):
-            if out[key] is not None:
-                out[key] = round(out[key], 6)
-        out["itl_s"] = [round(g, 6) for g in self.itl_s]
-        out |= {"ok": self.ok, "queue_s": round(self.queue_s, 6)}
-        out |= {"ttft_s": _r(self.ttft_s), "e2e_s": _r(self.e2e_s), "tpot_s": _r(self.tpot_s)}
-        out["token_mismatch"] = self.token_mismatch
+            out[key] = _round(out[key], 6)
+        out |= {
+            "ok": self.ok,
+            "queue_ms": _ms(self.queue_s),
+            "ttft_ms": _ms(self.ttft_s),
+            "e2e_ms": _ms(self.e2e_s),
+            "tpot_ms": _ms(self.tpot_s),
+            "itl_ms": [_ms(g) for g in self.itl_s],
+            "token_mismatch": self.token_mismatch,
+        }
         return out
 
     @classmethod
     def from_dict(cls, data: dict) -> RequestRecord:
-        names = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in data.items() if k in names})
+        names = set(cls.__dataclass_fields__) - {"itl_s"}
+        rec = cls(**{k: v for k, v in data.items() if k in names})
+        rec.itl_s = [g / 1e3 for g in data.get("itl_ms", [])]
+        return rec
 
 
-def _r(value: float | None) -> float | None:
-    return None if value is None else round(value, 6)
+def _round(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1e3, 3)

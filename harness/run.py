@@ -12,22 +12,22 @@ from pathlib import Path
 import aiohttp
 import psutil
 
-from harness import __version__
 from harness.arms import REPO_ROOT, Arm
 from harness.counters import MetricsEndpoint
 from harness.fingerprint import fingerprint, workload
 from harness.launcher import Launcher, LaunchError, Server, log_tail, wait_ready
 from harness.load import LoadDriver, make_session
-from harness.machine import git_commit, machine_facts
+from harness.machine import git_commit, harness_version, machine_facts
 from harness.memory import HWM_SUPPORTED, MemoryEndpoint
 from harness.metrics import run_summary
 from harness.phase import PhaseResult, Probes, Progress, run_phase
 from harness.prompts import PromptError, TokenCounter, build_prompts
 from harness.sampler import Sampler
 from harness.suite import Phase, Suite
-from harness.verdict import judge
+from harness.validity import judge
 
 SCHEMA = "servegate.run/1"
+HEALTH_FIELDS = ("commit", "version", "model", "backend", "device", "dtype", "config")
 
 
 def draw_lengths(phase: Phase) -> list[int]:
@@ -74,7 +74,7 @@ def run_arm(
         "startup_s": server.startup_s,
         "ready_path": server.ready_path,
         "health": server.health,
-        "commit": server.health.get("commit"),
+        **{k: server.health.get(k) for k in HEALTH_FIELDS},
         "served_model": extras.get("served_model"),
         "log_path": str(log_path) if launcher else None,
         "exit_code": exit_code if crashed else None,
@@ -107,7 +107,7 @@ def run_arm(
         "warmup_requests": [r.as_dict() for r in (warmup.records if warmup else [])],
         "server": server_info,
         "machine": machine,
-        "harness": {"version": __version__, "commit": git_commit(REPO_ROOT)},
+        "harness": {"version": harness_version(), "commit": git_commit(REPO_ROOT)},
     }
 
 

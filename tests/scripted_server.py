@@ -24,7 +24,7 @@ def args_parser() -> argparse.ArgumentParser:
     p.add_argument("--load-ms", type=float, default=0.0, help="answer /health 503 this long")
     p.add_argument("--spike-mb", type=int, default=0, help="allocate and touch this much ...")
     p.add_argument("--spike-ms", type=float, default=30.0, help="... hold it this long ...")
-    p.add_argument("--spike-at", type=int, default=1, help="... in the Nth request (1-based)")
+    p.add_argument("--spike-at", default="1", help="... in these requests (1-based, a,b,...)")
     p.add_argument("--die-at", type=int, default=0, help="SIGKILL itself in the Nth request")
     p.add_argument("--child", action="store_true", help="spawn a child process that sleeps")
     p.add_argument("--exit-at-start", type=int, default=None, help="print and exit with code")
@@ -113,7 +113,7 @@ class Scripted:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         await self.send(resp, rid, chat, {"role": "assistant", "content": ""} if chat else "")
-        if self.o.spike_mb and n == self.o.spike_at:
+        if self.o.spike_mb and str(n) in self.o.spike_at.split(","):
             await self.spike()
         self.counters["prefill"] += 1
         await asyncio.sleep(max(0.0, self.o.ttft_ms / 1e3 - (time.perf_counter() - arrived)))
@@ -122,9 +122,10 @@ class Scripted:
             if i:
                 await asyncio.sleep(self.o.itl_ms / 1e3)
             self.counters["decode"] += 1
+            written = time.perf_counter()
             await self.send(resp, rid, chat, {"content": " tok"} if chat else " tok")
             if i == 0 and self.o.timing_log:
-                self.log_timing(rid, arrived, time.perf_counter())
+                self.log_timing(rid, arrived, written)
             if self.o.die_at and n == self.o.die_at:
                 os.kill(os.getpid(), signal.SIGKILL)
         await self.send(resp, rid, chat, {} if chat else "", finish="length")
@@ -161,7 +162,8 @@ def main() -> None:
         print("scripted server: exiting at start as asked", flush=True)
         sys.exit(opts.exit_at_start)
     if opts.child:
-        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", "scripted-child"])
+        sleeper = [sys.executable, "-c", "import time; time.sleep(600)", "scripted-child"]
+        subprocess.Popen([*sleeper, opts.model])  # the model name marks it for orphan checks
     app = web.Application()
     s = Scripted(opts)
     app.router.add_get("/health", s.health)
