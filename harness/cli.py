@@ -22,6 +22,12 @@ from harness.suite import SuiteError, load_suite, shipped
 EXIT_INVALID = 2
 
 
+class InputError(click.ClickException):
+    """Bad input: printed as one `Error: ...` line, exit code 2."""
+
+    exit_code = EXIT_INVALID
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(harness_version(), prog_name="harness")
 def main() -> None:
@@ -98,7 +104,7 @@ def run(suite_name, model, flags, serve_cmd, url, pid, repeat, out, ready_timeou
         arm = make_arm(model or suite.model, suite.flags if flags is None else flags,
                        serve_cmd, url, pid)  # fmt: skip
     except (SuiteError, ArmError) as exc:
-        raise click.UsageError(str(exc)) from None
+        raise InputError(str(exc)) from None
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     out = out or Path("results/runs") / f"{stamp}-{suite.name}.json"
     console = Console(stderr=True)

@@ -4,6 +4,7 @@ table of one or more runs and the verdicts on their counter expectations."""
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -92,10 +93,11 @@ def print_run(console: Console, runs: list[dict]) -> None:
                 note = f" ({o['note']})" if o["note"] else ""
                 console.print(
                     f"{tag}expect [{phase}] {o['series']} {o['rule']}: "
-                    f"{o['status'].upper()} delta={delta}{note}"
-                )
+                    f"{o['status'].upper()} delta={delta}{note}",
+                    markup=False, highlight=False,
+                )  # fmt: skip
         for reason in run["invalid_reasons"]:
-            console.print(f"[bold red]{tag}INVALID:[/] {reason}")
+            console.print(f"[bold red]{tag}INVALID:[/] {escape(reason)}")
         if run["server"].get("log_tail"):
             console.print(f"{tag}server log tail ({run['server']['log_path']}):")
             console.print(run["server"]["log_tail"], markup=False, highlight=False)

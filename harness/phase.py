@@ -78,7 +78,11 @@ async def run_phase(
         watchdog.cancel()
     end = probes.driver.now()
     result = PhaseResult(phase.name, records, (start, end))
-    if not measured or probes.server_exited():
+    if not measured:
+        return result
+    if probes.server_exited():  # only the timeline can still say something
+        sampled = sampler.timeline.window_max(start, end) if sampler else None
+        result.memory = {"peak_rss_bytes": None, "peak_rss_sampled_bytes": sampled}
         return result
     result.memory = await _memory(probes, tree, hwm_reset, start, end)
     after = await probes.metrics.scrape()

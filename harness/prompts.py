@@ -18,7 +18,8 @@ WORDS = (  # noqa: SIM905 (one line of words reads better than a column)
     "level office door health person art war history party result change morning reason "
     "research girl moment air"
 ).split()
-MAX_FIT_TRIES = 40
+MAX_FIT_TRIES = 200
+MAX_REDRAWS = 8
 
 
 class PromptError(RuntimeError):
@@ -89,27 +90,30 @@ def _messages(text: str) -> list[dict]:
 async def fit(
     counter: TokenCounter, target: int, rng: random.Random, prefix: str = "", chat: bool = False
 ) -> Prompt:
-    """Append seeded words to `prefix` until the text counts exactly `target` tokens. When one
-    word more overshoots (a word of two tokens), that word is redrawn."""
-    pool = [rng.choice(WORDS) for _ in range(target + 16)]
-    k, seen = max(1, target - (await counter.count(prefix, chat) if prefix else 0)), set()
-    overshoots_at_one = 0
-    for _ in range(MAX_FIT_TRIES):
-        while len(pool) < k:
-            pool.append(rng.choice(WORDS))
-        text = (prefix + " " if prefix else "") + " ".join(pool[:k])
-        n = await counter.count(text, chat)
-        if n == target:
-            return Prompt(text, n)
-        if n > target and k == 1:
-            overshoots_at_one += 1
-            if overshoots_at_one >= 8:
-                raise PromptError(f"cannot build a {target}-token prompt: the shortest has {n}")
-        if k in seen or (n > target and k == 1):
-            pool[k - 1] = rng.choice(WORDS)
-        seen.add(k)
-        k = max(1, k + (target - n))
-    raise PromptError(f"no {target}-token prompt after {MAX_FIT_TRIES} tries ({counter.source})")
+    """Cut seeded words after `prefix` at the character that makes the text count exactly
+    `target` tokens: an interpolation search over the cut, since the count grows with it
+    (one token per word for BPE, one per byte for a byte tokenizer). Where no cut hits the
+    target (a step of two tokens), the words are redrawn."""
+    head = prefix + " " if prefix else ""
+    n_head = await counter.count(head, chat) if head or chat else 0
+    if n_head > target:
+        raise PromptError(f"cannot build a {target}-token prompt: the shortest has {n_head}")
+    tries = 0
+    for _ in range(MAX_REDRAWS):
+        body = " ".join(rng.choice(WORDS) for _ in range(target + 16))
+        lo, n_lo, hi, n_hi = 0, n_head, len(body), await counter.count(head + body, chat)
+        tries += 1
+        while hi - lo > 1 and tries < MAX_FIT_TRIES:
+            cut = lo + round((hi - lo) * (target - n_lo) / max(n_hi - n_lo, 1))
+            cut = min(hi - 1, max(lo + 1, cut))
+            n = await counter.count(head + body[:cut], chat)
+            tries += 1
+            if n == target:
+                return Prompt(head + body[:cut], n)
+            lo, n_lo, hi, n_hi = (cut, n, hi, n_hi) if n < target else (lo, n_lo, cut, n)
+        if n_lo == target:
+            return Prompt(head + body[:lo], n_lo)
+    raise PromptError(f"no {target}-token prompt after {tries} tries ({counter.source})")
 
 
 async def build_prompts(
@@ -117,7 +121,7 @@ async def build_prompts(
 ) -> list[Prompt]:
     """One prompt per length, all starting with the same seeded prefix of `prefix_tokens`."""
     rng = random.Random(seed)
-    prefix = (await fit(counter, prefix_tokens, rng, chat=chat)).text if prefix_tokens else ""
+    prefix = (await fit(counter, prefix_tokens, rng)).text if prefix_tokens else ""
     seeds = [rng.getrandbits(32) for _ in lengths]
     limit = asyncio.Semaphore(8)
 

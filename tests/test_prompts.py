@@ -52,3 +52,24 @@ def test_chat_template_overhead_is_counted():
 def test_a_length_below_the_template_is_refused():
     with pytest.raises(PromptError, match="shortest has"):
         asyncio.run(fit(TwoTokenWords(template=5), 3, random.Random(0), chat=True))
+
+
+class Bytes:
+    """A byte-level tokenizer, like the reference engine's `tiny` model: one token per byte."""
+
+    source = "bytes"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def count(self, text: str, chat: bool) -> int:
+        self.calls += 1
+        return len(text.encode())
+
+
+@pytest.mark.parametrize("target", [1, 16, 64, 1000])
+def test_fit_cuts_inside_words_for_a_byte_tokenizer(target):
+    counter = Bytes()
+    prompt = asyncio.run(fit(counter, target, random.Random(target)))
+    assert prompt.tokens == target == len(prompt.text.encode())
+    assert counter.calls <= 8  # the interpolation search converges at once on a linear count
