@@ -87,8 +87,8 @@ def print_run(console: Console, runs: list[dict]) -> None:
     console.print(f"prompt tokens counted by: {first['prompt_tokenizer']}")
     for i, run in enumerate(runs):
         tag = f"run {i + 1}: " if len(runs) > 1 else ""
-        for phase, outcomes in run["expect"].items():
-            for o in outcomes:
+        for phase, result in run["phases"].items():
+            for o in result["expect"]:
                 delta = "-" if o["delta"] is None else f"{o['delta']:g}"
                 note = f" ({o['note']})" if o["note"] else ""
                 console.print(

@@ -95,7 +95,6 @@ def run_arm(
         "summary": run_summary(records, memory, server.startup_s),
         "phases": {p.name: p.as_dict() for p in phases},
         "counters": {p.name: p.counters for p in phases},
-        "expect": {p.name: [o.as_dict() for o in p.expect] for p in phases},
         "timeline": timeline.as_dict() if timeline else {"t": [], "rss": [], "marks": []},
         "sampler": {
             "hz": sampler.hz if sampler else None,

@@ -3,6 +3,7 @@ check that no process of a run is left behind."""
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from pathlib import Path
@@ -28,6 +29,18 @@ def survivors(marker: str) -> list[psutil.Process]:
             if any(marker in part for part in proc.info["cmdline"] or []):
                 found.append(proc)
         except psutil.Error:
+            continue
+    return found
+
+
+def group_members(pgid: int) -> list[psutil.Process]:
+    """Live processes of process group `pgid` (a launched server's group is its pid)."""
+    found = []
+    for proc in psutil.process_iter(["status"]):
+        try:
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(proc.pid) == pgid:
+                found.append(proc)
+        except (psutil.Error, ProcessLookupError):
             continue
     return found
 

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from harness.arms import REPO_ROOT, ArmError, make_arm
-from tests.conftest import wait_no_survivors
+from tests.conftest import group_members
 
 
 def test_default_arm_is_the_working_tree_engine():
@@ -79,4 +79,4 @@ def test_smoke_against_the_reference_engine_under_a_minute(tmp_path):
     assert run["valid"] and run["summary"]["errors"] == 0 and run["summary"]["tok_s"] > 0
     assert run["prompt_tokenizer"] == "server /tokenize"
     assert run["counters"]["main"]["engine_decode_steps_total"] > 0
-    assert not wait_no_survivors("engine.cli serve")
+    assert not group_members(run["server"]["pid"]), "engine processes outlived the run"
