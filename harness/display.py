@@ -24,6 +24,7 @@ ROWS = (
     ("requests/s", "req_s", "{:.2f}"),
     ("errors", "errors", "{}"),
     ("token count mismatches", "token_mismatches", "{}"),
+    ("responses without usage", "usage_missing", "{}"),
     ("client queue p50 (ms)", "queue_p50_ms", "{:.1f}"),
     ("peak RSS, exact (MiB)", "peak_rss_bytes", "mib"),
     ("peak RSS, sampled (MiB)", "peak_rss_sampled_bytes", "mib"),

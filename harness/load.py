@@ -157,8 +157,8 @@ class LoadDriver:
                     last = now
                     rec.client_tokens += 1
                 rec.finish_reason = choice.get("finish_reason") or rec.finish_reason
-        if not done and rec.finish_reason is None:
-            rec.error = "stream ended without [DONE] or a finish_reason"
+        if rec.finish_reason is None:  # every complete OpenAI stream ends with one
+            rec.error = "stream cut off: no finish_reason" + ("" if done else " and no [DONE]")
 
 
 def _error_text(body: str) -> str:

@@ -29,6 +29,7 @@ def frame(records: list[RequestRecord]) -> pd.DataFrame:
             "tpot_ms": _ms(r.tpot_s),
             "tokens": r.tokens,
             "mismatch": r.token_mismatch,
+            "usage_missing": r.output_tokens is None,
         }
         for r in records
     ]
@@ -60,6 +61,7 @@ def latency_stats(records: list[RequestRecord]) -> dict:
         "tok_s": tokens / span if span > 0 else None,
         "req_s": len(ok) / span if span > 0 else None,
         "token_mismatches": int(df["mismatch"].sum()) if len(df) else 0,
+        "usage_missing": int(ok["usage_missing"].sum()) if len(ok) else 0,
     }
 
 
@@ -74,7 +76,9 @@ def run_summary(
     summary["peak_rss_sampled_bytes"] = _max(m.get("peak_rss_sampled_bytes") for m in phase_memory)
     summary["peak_device_bytes"] = _max(m.get("peak_device_bytes") for m in phase_memory)
     summary["startup_s"] = startup_s
-    extra = {k: stats[k] for k in ("queue_p50_ms", "queue_p95_ms", "token_mismatches")}
+    extra = {
+        k: stats[k] for k in ("queue_p50_ms", "queue_p95_ms", "token_mismatches", "usage_missing")
+    }
     return {k: summary[k] for k in SUMMARY_KEYS} | extra
 
 

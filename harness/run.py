@@ -67,7 +67,8 @@ def run_arm(
     records = [r for p in phases for r in p.records]
     memory = [p.memory for p in phases]
     valid, reasons = judge(phases, extras.get("error"), exit_code if crashed else None)
-    facts = workload(arm.model, [(p, draw_lengths(p)) for p in suite.phases])
+    model = extras.get("served_model") or arm.model  # what the server says it serves
+    facts = workload(model, [(p, draw_lengths(p)) for p in suite.phases])
     server_info = {
         "url": server.url,
         "pid": server.pid,

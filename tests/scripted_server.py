@@ -31,6 +31,8 @@ def args_parser() -> argparse.ArgumentParser:
     p.add_argument("--tokenize", choices=["vllm", "llamacpp", "none"], default="vllm")
     p.add_argument("--no-health", action="store_true", help="404 on /health")
     p.add_argument("--no-metrics", action="store_true")
+    p.add_argument("--cut-after", type=int, default=0, help="[DONE] after N tokens, no finish")
+    p.add_argument("--no-usage", action="store_true", help="never send a usage chunk")
     p.add_argument("--usage-extra", type=int, default=0, help="over-report completion_tokens")
     p.add_argument("--device-peak", type=int, default=None, help="/v1/memory device peak")
     p.add_argument("--timing-log", default=None, help="JSON lines: id, arrived, first_token")
@@ -128,8 +130,11 @@ class Scripted:
                 self.log_timing(rid, arrived, written)
             if self.o.die_at and n == self.o.die_at:
                 os.kill(os.getpid(), signal.SIGKILL)
+            if self.o.cut_after and i + 1 == self.o.cut_after:  # like llama.cpp's interrupts
+                await resp.write(b"data: [DONE]\n\n")
+                return resp
         await self.send(resp, rid, chat, {} if chat else "", finish="length")
-        if (body.get("stream_options") or {}).get("include_usage"):
+        if (body.get("stream_options") or {}).get("include_usage") and not self.o.no_usage:
             usage = {"prompt_tokens": words(str(body.get("prompt", ""))),
                      "completion_tokens": max_tokens + self.o.usage_extra}  # fmt: skip
             event = {"id": rid, "choices": [], "usage": usage}

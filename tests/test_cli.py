@@ -112,6 +112,19 @@ def test_run_record_shape_and_recorded_fallbacks(tmp_path, write_suite, marker):
     assert len(run["fingerprint"]) == 16
 
 
+def test_streams_cut_short_are_errors_and_missing_usage_is_counted(tmp_path, write_suite, marker):
+    suite = load_suite(str(write_suite(SUITE.format(extra=""))))
+    cmd = scripted("--cut-after 1 --no-usage", model=marker)
+    run = run_arm(suite, make_arm(marker, serve_cmd=cmd), tmp_path / "s.log")
+    assert run["summary"]["errors"] == 6 and not run["valid"]
+    assert {r["error"] for r in run["requests"]} == {"stream cut off: no finish_reason"}
+    assert "all 6 requests failed" in run["invalid_reasons"][0]
+    ok = run_arm(suite, make_arm(marker, serve_cmd=scripted("--no-usage", model=marker)),
+                 tmp_path / "t.log")  # fmt: skip
+    assert ok["valid"] and ok["summary"]["usage_missing"] == 6
+    assert ok["summary"]["token_mismatches"] == 0 and ok["summary"]["tok_s"] > 0
+
+
 def test_local_approximation_when_the_server_cannot_tokenize(tmp_path, write_suite, marker):
     suite = load_suite(str(write_suite(SUITE.format(extra=""))))
     cmd = scripted("--tokenize none", model=marker)
