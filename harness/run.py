@@ -66,7 +66,8 @@ def run_arm(
     crashed = launcher is not None and exit_code is not None
     records = [r for p in phases for r in p.records]
     memory = [p.memory for p in phases]
-    valid, reasons = judge(phases, extras.get("error"), exit_code if crashed else None)
+    rates = {p.name: p.max_error_rate for p in suite.phases}
+    valid, reasons = judge(phases, extras.get("error"), exit_code if crashed else None, rates)
     model = extras.get("served_model") or arm.model  # what the server says it serves
     facts = workload(model, [(p, draw_lengths(p)) for p in suite.phases])
     server_info = {

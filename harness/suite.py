@@ -17,7 +17,7 @@ GATE_KEYS = ("ttft_p50_ms", "ttft_p95_ms", "tok_s", "peak_rss_bytes", "peak_devi
 SUITE_KEYS = {"name", "description", "model", "flags", "warmup", "phase", "gate"}
 PHASE_KEYS = {
     "name", "arrival", "clients", "requests", "rate", "seed", "prompt_tokens", "prefix_tokens",
-    "max_tokens", "ignore_eos", "temperature", "endpoint", "expect",
+    "max_tokens", "ignore_eos", "temperature", "endpoint", "expect", "max_error_rate",
 }  # fmt: skip
 DIST_KEYS = {"dist", "min", "max", "mean", "std", "choices"}
 
@@ -69,6 +69,7 @@ class Phase:
     temperature: float = 0.0
     endpoint: str = "completions"
     expect: tuple[ExpectRule, ...] = ()
+    max_error_rate: float = 0.5  # more failed requests than this fraction: the run is invalid
 
     def __post_init__(self) -> None:
         where = f"phase {self.name!r}"
@@ -84,6 +85,9 @@ class Phase:
             raise SuiteError(f'{where}: arrival = "rate" needs rate > 0 (requests per second)')
         if self.arrival != "rate" and self.rate is not None:
             raise SuiteError(f'{where}: rate is only meaningful with arrival = "rate"')
+        rate = self.max_error_rate
+        if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 <= rate <= 1:
+            raise SuiteError(f"{where}: max_error_rate must be a fraction from 0 to 1")
         if not 0 <= self.prefix_tokens < max(self.prompt_tokens.floor, 1):
             raise SuiteError(f"{where}: prefix_tokens must be >= 0 and below every prompt length")
 

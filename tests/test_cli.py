@@ -118,7 +118,7 @@ def test_streams_cut_short_are_errors_and_missing_usage_is_counted(tmp_path, wri
     run = run_arm(suite, make_arm(marker, serve_cmd=cmd), tmp_path / "s.log")
     assert run["summary"]["errors"] == 6 and not run["valid"]
     assert {r["error"] for r in run["requests"]} == {"stream cut off: no finish_reason"}
-    assert "all 6 requests failed" in run["invalid_reasons"][0]
+    assert run["invalid_reasons"][0].startswith("phase 'main': all 6 requests failed")
     ok = run_arm(suite, make_arm(marker, serve_cmd=scripted("--no-usage", model=marker)),
                  tmp_path / "t.log")  # fmt: skip
     assert ok["valid"] and ok["summary"]["usage_missing"] == 6

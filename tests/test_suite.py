@@ -48,6 +48,7 @@ def test_minimal_suite_gets_defaults(write_suite):
         ('endpoint = "embeddings"', "endpoint must be one of"),
         ("prefix_tokens = 64", "prefix_tokens must be >= 0 and below"),
         ("colour = 1", "unknown key(s) colour"),
+        ("max_error_rate = 1.5", "max_error_rate must be a fraction from 0 to 1"),
         ("prompt_tokens = 0", "prompt_tokens must be a positive integer"),
         ('prompt_tokens = {dist = "zipf"}', "dist must be uniform, normal or choice"),
         ('prompt_tokens = {dist = "uniform", min = 9}', "needs max"),
