@@ -83,7 +83,8 @@ def summary_table(runs: list[dict], title: str) -> Table:
 def print_run(console: Console, runs: list[dict]) -> None:
     """The table, then one line per expectation and per reason a run is invalid."""
     first = runs[0]
-    title = f"{first['suite']['name']} on {first['arm']['kind']} arm ({first['arm']['model']})"
+    model = first["server"].get("served_model") or first["arm"]["model"]
+    title = f"{first['suite']['name']} on {first['arm']['kind']} arm ({model})"
     console.print(summary_table(runs, title))
     console.print(f"prompt tokens counted by: {first['prompt_tokenizer']}")
     for i, run in enumerate(runs):
