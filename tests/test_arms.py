@@ -9,9 +9,9 @@ import sys
 import time
 
 import pytest
+from harness_helpers import group_members
 
 from harness.arms import REPO_ROOT, ArmError, make_arm
-from tests.conftest import group_members
 
 
 def test_default_arm_is_the_working_tree_engine():

@@ -8,12 +8,12 @@ import subprocess
 import sys
 
 import pytest
+from harness_helpers import REPO, scripted, unique_marker, wait_no_survivors, write_suite
 
 from harness.arms import make_arm
 from harness.launcher import Launcher
 from harness.run import run_arm
 from harness.suite import load_suite
-from tests.conftest import REPO, scripted, wait_no_survivors
 
 SUITE = """
 model = "scripted"
@@ -75,9 +75,10 @@ def test_unreachable_url_is_a_clear_infra_failure():
     assert "Traceback" not in out.stderr
 
 
-def test_unmet_expectation_makes_the_run_invalid(tmp_path, write_suite, marker):
+def test_unmet_expectation_makes_the_run_invalid(tmp_path):
+    marker = unique_marker()
     expect = '[phase.expect]\n"engine_prefill_forwards_total{path=\\"batched\\"}" = ">=1"'
-    suite = write_suite(SUITE.format(extra=expect))
+    suite = write_suite(tmp_path, SUITE.format(extra=expect))
     out = tmp_path / "r.json"
     res = cli("run", "--quiet", "--suite", str(suite), "--out", str(out),
               "--serve-cmd", scripted(model=marker))  # fmt: skip
@@ -92,8 +93,9 @@ def test_unmet_expectation_makes_the_run_invalid(tmp_path, write_suite, marker):
     assert not wait_no_survivors(marker)
 
 
-def test_run_record_shape_and_recorded_fallbacks(tmp_path, write_suite, marker):
-    suite = load_suite(str(write_suite(SUITE.format(extra=""))))
+def test_run_record_shape_and_recorded_fallbacks(tmp_path):
+    marker = unique_marker()
+    suite = load_suite(str(write_suite(tmp_path, SUITE.format(extra=""))))
     cmd = scripted("--tokenize llamacpp --usage-extra 1 --fail-every 3 --no-metrics", model=marker)
     run = run_arm(suite, make_arm(marker, serve_cmd=cmd), tmp_path / "s.log")
     assert run["prompt_tokenizer"] == "server /extras/tokenize"
@@ -112,8 +114,9 @@ def test_run_record_shape_and_recorded_fallbacks(tmp_path, write_suite, marker):
     assert len(run["fingerprint"]) == 16
 
 
-def test_streams_cut_short_are_errors_and_missing_usage_is_counted(tmp_path, write_suite, marker):
-    suite = load_suite(str(write_suite(SUITE.format(extra=""))))
+def test_streams_cut_short_are_errors_and_missing_usage_is_counted(tmp_path):
+    marker = unique_marker()
+    suite = load_suite(str(write_suite(tmp_path, SUITE.format(extra=""))))
     cmd = scripted("--cut-after 1 --no-usage", model=marker)
     run = run_arm(suite, make_arm(marker, serve_cmd=cmd), tmp_path / "s.log")
     assert run["summary"]["errors"] == 6 and not run["valid"]
@@ -125,16 +128,18 @@ def test_streams_cut_short_are_errors_and_missing_usage_is_counted(tmp_path, wri
     assert ok["summary"]["token_mismatches"] == 0 and ok["summary"]["tok_s"] > 0
 
 
-def test_local_approximation_when_the_server_cannot_tokenize(tmp_path, write_suite, marker):
-    suite = load_suite(str(write_suite(SUITE.format(extra=""))))
+def test_local_approximation_when_the_server_cannot_tokenize(tmp_path):
+    marker = unique_marker()
+    suite = load_suite(str(write_suite(tmp_path, SUITE.format(extra=""))))
     cmd = scripted("--tokenize none", model=marker)
     run = run_arm(suite, make_arm(marker, serve_cmd=cmd), tmp_path / "s.log")
     assert run["prompt_tokenizer"].startswith("local-approx")
     assert run["valid"] and run["summary"]["errors"] == 0
 
 
-def test_url_arm_with_and_without_pid(tmp_path, write_suite, marker):
-    suite = load_suite(str(write_suite(SUITE.format(extra=""))))
+def test_url_arm_with_and_without_pid(tmp_path):
+    marker = unique_marker()
+    suite = load_suite(str(write_suite(tmp_path, SUITE.format(extra=""))))
     arm = make_arm(marker, serve_cmd=scripted(model=marker))
     with Launcher(arm, tmp_path / "s.log") as server:
         with_pid = run_arm(suite, make_arm(marker, url=server.url, pid=server.pid), tmp_path / "x")
@@ -148,14 +153,16 @@ def test_url_arm_with_and_without_pid(tmp_path, write_suite, marker):
     assert with_pid["fingerprint"] == bare["fingerprint"]
 
 
-def test_fingerprint_follows_the_workload(tmp_path, write_suite):
+def test_fingerprint_follows_the_workload(tmp_path):
     from harness.fingerprint import fingerprint, workload
 
-    a = load_suite(str(write_suite(SUITE.format(extra=""), "a.toml")))
+    a = load_suite(str(write_suite(tmp_path, SUITE.format(extra=""), "a.toml")))
     b = load_suite(
         str(
             write_suite(
-                SUITE.format(extra="").replace("max_tokens = 4", "max_tokens = 5"), "b.toml"
+                tmp_path,
+                SUITE.format(extra="").replace("max_tokens = 4", "max_tokens = 5"),
+                "b.toml",
             )
         )
     )

@@ -10,8 +10,7 @@ import sys
 import time
 
 import pytest
-
-from tests.conftest import REPO, scripted, survivors, wait_no_survivors
+from harness_helpers import REPO, scripted, survivors, unique_marker, wait_no_survivors, write_suite
 
 SUITE = """
 model = "scripted"
@@ -31,8 +30,9 @@ def harness(*args: str, **kwargs) -> subprocess.Popen:
     )  # fmt: skip
 
 
-def test_server_killed_mid_phase_fails_clearly(tmp_path, write_suite, marker):
-    suite = write_suite(SUITE.format(requests=40))
+def test_server_killed_mid_phase_fails_clearly(tmp_path):
+    marker = unique_marker()
+    suite = write_suite(tmp_path, SUITE.format(requests=40))
     out = tmp_path / "run.json"
     cmd = scripted("--ttft-ms 20 --itl-ms 5 --die-at 6 --child", model=marker)
     proc = harness("--suite", str(suite), "--serve-cmd", cmd, "--out", str(out))
@@ -50,8 +50,9 @@ def test_server_killed_mid_phase_fails_clearly(tmp_path, write_suite, marker):
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_interrupted_harness_stops_its_server(tmp_path, write_suite, marker, sig):
-    suite = write_suite(SUITE.format(requests=400))
+def test_interrupted_harness_stops_its_server(tmp_path, sig):
+    marker = unique_marker()
+    suite = write_suite(tmp_path, SUITE.format(requests=400))
     cmd = scripted("--ttft-ms 100 --child", model=marker)
     proc = harness("--suite", str(suite), "--serve-cmd", cmd, "--out", str(tmp_path / "r.json"))
     deadline = time.monotonic() + 20

@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 import statistics
 
+from harness_helpers import scripted, unique_marker, wait_no_survivors, write_suite
+
 from harness.arms import make_arm
 from harness.run import run_arm
 from harness.suite import load_suite
-from tests.conftest import scripted, wait_no_survivors
 
 MIB = 1 << 20
 TTFT_MS = 150.0
@@ -74,11 +75,12 @@ def measure_ttft(tmp_path, suite, marker: str, attempt: int) -> tuple[list[float
     return stamp_lag, residual
 
 
-def test_ttft_is_measured_within_5ms_at_32_streams(tmp_path, write_suite, marker):
+def test_ttft_is_measured_within_5ms_at_32_streams(tmp_path):
     """Measured TTFT = scripted delay + the server's admission delay, within 5 ms at the
     median. Scheduling noise from other work on the machine can only add delay, so the
     best of three runs is judged; every run must pass the structural checks."""
-    suite = load_suite(str(write_suite(TTFT_SUITE)))
+    marker = unique_marker()
+    suite = load_suite(str(write_suite(tmp_path, TTFT_SUITE)))
     medians = []
     for attempt in range(3):
         stamp_lag, residual = measure_ttft(tmp_path, suite, marker, attempt)
@@ -88,10 +90,11 @@ def test_ttft_is_measured_within_5ms_at_32_streams(tmp_path, write_suite, marker
     assert min(max(m) for m in medians) < 5.0, medians
 
 
-def test_spike_shows_in_the_exact_peak_of_its_phase_only(tmp_path, write_suite, marker):
+def test_spike_shows_in_the_exact_peak_of_its_phase_only(tmp_path):
+    marker = unique_marker()
     cmd = scripted("--spike-mb 200 --spike-ms 30 --spike-at 1,4 --device-peak 4096", model=marker)
-    run = run_arm(load_suite(str(write_suite(SPIKE_SUITE))), make_arm(marker, serve_cmd=cmd),
-                  tmp_path / "s.log")  # fmt: skip
+    suite = load_suite(str(write_suite(tmp_path, SPIKE_SUITE)))
+    run = run_arm(suite, make_arm(marker, serve_cmd=cmd), tmp_path / "s.log")
     assert not wait_no_survivors(marker)
     assert run["valid"], run["invalid_reasons"]
     calm, spiky = run["phases"]["calm"]["memory"], run["phases"]["spiky"]["memory"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from harness_helpers import write_suite
 
 from harness.suite import PromptLength, SuiteError, load_suite, shipped
 
@@ -29,8 +30,8 @@ def test_smoke_suite_is_shipped_and_expects_decode_steps():
     }  # fmt: skip
 
 
-def test_minimal_suite_gets_defaults(write_suite):
-    suite = load_suite(str(write_suite(BASE)))
+def test_minimal_suite_gets_defaults(tmp_path):
+    suite = load_suite(str(write_suite(tmp_path, BASE)))
     phase = suite.phases[0]
     assert phase.arrival == "concurrency" and phase.temperature == 0.0 and phase.ignore_eos
     assert phase.endpoint == "completions" and suite.warmup is None and suite.gate == {}
@@ -57,8 +58,8 @@ def test_minimal_suite_gets_defaults(write_suite):
         ('expect = {"engine x" = ">=1"}', "not a Prometheus series selector"),
     ],
 )
-def test_phase_mistakes_are_named(write_suite, extra, message):
-    path = write_suite(BASE.replace('name = "main"', f'name = "main"\n{extra}'))
+def test_phase_mistakes_are_named(tmp_path, extra, message):
+    path = write_suite(tmp_path, BASE.replace('name = "main"', f'name = "main"\n{extra}'))
     with pytest.raises(SuiteError, match=message.replace("(", r"\(").replace(")", r"\)")) as info:
         load_suite(str(path))
     assert str(path) in str(info.value) and "\n" not in str(info.value)
@@ -76,9 +77,9 @@ def test_phase_mistakes_are_named(write_suite, extra, message):
         ("model = ", "not valid TOML"),
     ],
 )
-def test_suite_mistakes_are_named(write_suite, text, message):
+def test_suite_mistakes_are_named(tmp_path, text, message):
     with pytest.raises(SuiteError, match=message):
-        load_suite(str(write_suite(text)))
+        load_suite(str(write_suite(tmp_path, text)))
 
 
 def test_unknown_suite_name_lists_the_shipped_ones():

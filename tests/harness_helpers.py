@@ -1,5 +1,5 @@
-"""Shared helpers: the scripted server's command template, suites written on the fly, and a
-check that no process of a run is left behind."""
+"""Helpers for the harness tests: the scripted server's command template, suites written on
+the fly, unique markers, and checks that no process of a run is left behind."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import uuid
 from pathlib import Path
 
 import psutil
-import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -52,17 +51,12 @@ def wait_no_survivors(marker: str, timeout: float = 3.0) -> list[psutil.Process]
     return left
 
 
-@pytest.fixture
-def marker() -> str:
-    """A unique model name, so this test's server processes can be found by command line."""
+def unique_marker() -> str:
+    """A unique model name, so one test's server processes can be found by command line."""
     return f"scripted-{uuid.uuid4().hex[:10]}"
 
 
-@pytest.fixture
-def write_suite(tmp_path: Path):
-    def write(text: str, name: str = "t.toml") -> Path:
-        path = tmp_path / name
-        path.write_text(text)
-        return path
-
-    return write
+def write_suite(tmp_path: Path, text: str, name: str = "t.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
