@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -120,15 +121,25 @@ def _attach(arm: Arm, timeout_s: float) -> Server:
     return Server(arm.url, arm.pid, None, health, path)
 
 
-async def _drive(
-    suite: Suite, arm: Arm, server: Server, sampler, launcher, progress: Progress, t0: float
-) -> tuple[list[PhaseResult], PhaseResult | None, dict]:
+def _exit_probe(arm: Arm, launcher: Launcher | None) -> Callable[[], bool]:
+    """Whether the server is gone: our child exited, or the --pid no longer exists."""
     if launcher is not None:
-        exited = lambda: launcher.exit_code() is not None  # noqa: E731
-    elif arm.pid is not None:
-        exited = lambda: not psutil.pid_exists(arm.pid)  # noqa: E731
-    else:
-        exited = lambda: False  # noqa: E731
+        return lambda: launcher.exit_code() is not None
+    if arm.pid is not None:
+        return lambda: not psutil.pid_exists(arm.pid)
+    return lambda: False
+
+
+async def _drive(
+    suite: Suite,
+    arm: Arm,
+    server: Server,
+    sampler: Sampler | None,
+    launcher: Launcher | None,
+    progress: Progress,
+    t0: float,
+) -> tuple[list[PhaseResult], PhaseResult | None, dict]:
+    exited = _exit_probe(arm, launcher)
     clients = max(p.clients for p in suite.phases)
     async with make_session(clients) as session:
         model = await _served_model(session, server.url, arm.model)
@@ -163,7 +174,7 @@ async def _drive(
         return results, warmup, extras
 
 
-async def _served_model(session, base: str, wanted: str) -> str:
+async def _served_model(session: aiohttp.ClientSession, base: str, wanted: str) -> str:
     """The model id to send: `wanted` if the server lists it, else its only model, else wanted."""
     try:
         async with session.get(base + "/v1/models") as resp:

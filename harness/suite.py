@@ -143,8 +143,8 @@ def parse_suite(data: dict, path: Path) -> Suite:
         raise SuiteError("at least one [[phase]] table is required")
     phases = tuple(_phase(p, f"phase{i + 1}") for i, p in enumerate(raw_phases))
     names = [p.name for p in phases]
-    if len(set(names)) != len(names):
-        raise SuiteError(f"phase names must be unique, got {names}")
+    if len(set(names)) != len(names) or "warmup" in names:
+        raise SuiteError(f"phase names must be unique and not 'warmup', got {names}")
     warmup = _phase(data["warmup"], "warmup") if "warmup" in data else None
     if warmup and warmup.expect:
         raise SuiteError("warmup cannot have an expect table (it is not measured)")

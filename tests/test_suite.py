@@ -71,6 +71,7 @@ def test_phase_mistakes_are_named(tmp_path, extra, message):
         ("[[phase]]\nname = 'a'", "model must be a non-empty string"),
         ("model = 'tiny'", "at least one"),
         (BASE + "[[phase]]\nname = 'main'", "phase names must be unique"),
+        ("model = 'm'\n[[phase]]\nname = 'warmup'", "not 'warmup'"),
         (BASE + "[gate]\ntok_s = 'ten'", "gate.tok_s must be a relative tolerance"),
         (BASE + "[gate]\nlatency = 0.1", "unknown key"),
         (BASE + "[warmup]\nexpect = {a_total = 1}", "warmup cannot have an expect"),
