@@ -95,8 +95,13 @@ def run(suite_name, model, flags, serve_cmd, url, pid, repeat, out, ready_timeou
 
     The default arm is this working tree's reference engine
     (`python -m engine.cli serve --model M --port P FLAGS`). Exits 0 when every run is
-    valid, 2 when a run is invalid (a phase's expected counters did not move, every request
-    failed), the server crashed or never became ready.
+    valid; 2 when a run is invalid (a phase's expected counters did not move, or more
+    requests failed than the suite allows), the server crashed or never became ready.
+
+    \b
+    harness run --suite smoke
+    harness run --suite suites/my.toml --flags "--max-batch-prefill-tokens 2048" --repeat 3
+    harness run --suite smoke --serve-cmd "llama-server -m M.gguf --port {port}"
     """
     signal.signal(signal.SIGTERM, _terminate)
     try:
