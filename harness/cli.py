@@ -148,7 +148,11 @@ def suites() -> None:
 
 
 def _terminate(signum, frame) -> None:
-    raise KeyboardInterrupt  # run the same cleanup as Ctrl-C: the server is stopped
+    """SIGTERM does what Ctrl-C does. Inside asyncio.run, SIGINT's handler cancels the load
+    cleanly; raising here instead would land in whichever task happens to run."""
+    if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
+        raise KeyboardInterrupt
+    signal.raise_signal(signal.SIGINT)
 
 
 if __name__ == "__main__":

@@ -124,7 +124,7 @@ class LoadDriver:
                     rec.error = _error_text(await resp.text())
                 else:
                     await self._read_stream(resp, rec)
-        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+        except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
             rec.error = f"{type(exc).__name__}: {exc}"[:500]
         rec.end = self.now()
 

@@ -100,7 +100,9 @@ async def _watch(probes: Probes) -> None:
 
 async def _memory(probes: Probes, tree: list, hwm_reset: bool, start: float, end: float) -> dict:
     sampled = probes.sampler.timeline.window_max(start, end) if probes.sampler else None
-    exact = read_hwm(tree) if hwm_reset else None
+    # processes started during the phase count too: their whole high-water mark is in it
+    now = {p.pid: p for p in [*tree, *(probes.sampler.tree() if probes.sampler else [])]}
+    exact = read_hwm(list(now.values())) if hwm_reset else None
     server = await probes.memory.read()
     source = "VmHWM" if exact is not None else None
     if exact is None and server and server.peak_rss_bytes is not None:

@@ -23,10 +23,13 @@ max_tokens = 8
 """
 
 
-def harness(*args: str, **kwargs) -> subprocess.Popen:
+def harness(*args: str) -> subprocess.Popen:
+    """`harness run` as a person starts it: SIGINT not ignored, even when this test runs in a
+    background job (whose shell makes children ignore SIGINT, and Python keeps that)."""
     return subprocess.Popen(
         [sys.executable, "-m", "harness", "run", "--quiet", *args],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kwargs,
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
 
 
