@@ -1,0 +1,132 @@
+"""Seeded prompts of an exact token length, counted by the server's own tokenizer: vLLM's
+`POST /tokenize`, llama.cpp's `POST /extras/tokenize`, else a recorded local approximation."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass
+
+import aiohttp
+
+WORDS = (  # noqa: SIM905 (one line of words reads better than a column)
+    "the time people year way day man thing woman life child world school state family "
+    "student group country problem hand part place case week company system program question "
+    "work number night point home water room mother area money story fact month lot right "
+    "study book eye job word business issue side kind head house service friend father power "
+    "hour game line end member law car city name team minute idea kid body back parent face "
+    "level office door health person art war history party result change morning reason "
+    "research girl moment air"
+).split()
+MAX_FIT_TRIES = 200
+MAX_REDRAWS = 8
+
+
+class PromptError(RuntimeError):
+    """No prompt of the requested token length could be built."""
+
+
+@dataclass(slots=True)
+class Prompt:
+    text: str
+    tokens: int  # as counted by the tokenizer in use (the target, unless approximated)
+
+
+class TokenCounter:
+    """Counts prompt tokens the way the server will; `source` records which way that was."""
+
+    def __init__(self, session: aiohttp.ClientSession | None, base: str, model: str) -> None:
+        self.session, self.base, self.model = session, base, model
+        self.source = "local-approx (1 token per word)"
+        self._path: str | None = None
+
+    async def detect(self) -> str:
+        for path, source in (("/tokenize", "server /tokenize"),
+                             ("/extras/tokenize", "server /extras/tokenize")):  # fmt: skip
+            self._path = path
+            if await self._server_count("hello world", chat=False) is not None:
+                self.source = source
+                return source
+        self._path = None
+        return self.source
+
+    async def count(self, text: str, chat: bool) -> int:
+        if self._path is not None:
+            n = await self._server_count(text, chat)
+            if n is not None:
+                return n
+            raise PromptError(f"{self.source} stopped answering")
+        return len(text.split())
+
+    def chat_note(self, chat: bool) -> str:
+        """llama.cpp cannot count a templated chat prompt: its content is what gets fitted."""
+        if chat and self._path == "/extras/tokenize":
+            return " (chat: content only, template not counted)"
+        return ""
+
+    async def _server_count(self, text: str, chat: bool) -> int | None:
+        if self._path == "/tokenize":
+            body = {"model": self.model}
+            body |= {"messages": _messages(text)} if chat else {"prompt": text}
+        else:
+            body = {"input": text}
+        try:
+            async with self.session.post(self.base + self._path, json=body) as resp:
+                if resp.status != 200:
+                    return None
+                data = await resp.json(content_type=None)
+        except (aiohttp.ClientError, ValueError):
+            return None
+        if isinstance(data, dict) and isinstance(data.get("count"), int):
+            return data["count"]
+        tokens = data.get("tokens") if isinstance(data, dict) else None
+        return len(tokens) if isinstance(tokens, list) else None
+
+
+def _messages(text: str) -> list[dict]:
+    return [{"role": "user", "content": text}]
+
+
+async def fit(
+    counter: TokenCounter, target: int, rng: random.Random, prefix: str = "", chat: bool = False
+) -> Prompt:
+    """Cut seeded words after `prefix` at the character that makes the text count exactly
+    `target` tokens: an interpolation search over the cut, since the count grows with it
+    (one token per word for BPE, one per byte for a byte tokenizer). Where no cut hits the
+    target (a step of two tokens), the words are redrawn."""
+    head = prefix + " " if prefix else ""
+    n_head = await counter.count(head, chat) if head or chat else 0
+    if n_head > target:
+        raise PromptError(f"cannot build a {target}-token prompt: the shortest has {n_head}")
+    tries = 0
+    for _ in range(MAX_REDRAWS):
+        body = " ".join(rng.choice(WORDS) for _ in range(target + 16))
+        lo, n_lo, hi, n_hi = 0, n_head, len(body), await counter.count(head + body, chat)
+        tries += 1
+        while hi - lo > 1 and tries < MAX_FIT_TRIES:
+            cut = lo + round((hi - lo) * (target - n_lo) / max(n_hi - n_lo, 1))
+            cut = min(hi - 1, max(lo + 1, cut))
+            n = await counter.count(head + body[:cut], chat)
+            tries += 1
+            if n == target:
+                return Prompt(head + body[:cut], n)
+            lo, n_lo, hi, n_hi = (cut, n, hi, n_hi) if n < target else (lo, n_lo, cut, n)
+        if n_lo == target:
+            return Prompt(head + body[:lo], n_lo)
+    raise PromptError(f"no {target}-token prompt after {tries} tries ({counter.source})")
+
+
+async def build_prompts(
+    counter: TokenCounter, lengths: list[int], prefix_tokens: int, seed: int, chat: bool
+) -> list[Prompt]:
+    """One prompt per length, all starting with the same seeded prefix of `prefix_tokens`."""
+    rng = random.Random(seed)
+    prefix = (await fit(counter, prefix_tokens, rng)).text if prefix_tokens else ""
+    seeds = [rng.getrandbits(32) for _ in lengths]
+    limit = asyncio.Semaphore(8)
+
+    async def one(length: int, s: int) -> Prompt:
+        async with limit:
+            return await fit(counter, length, random.Random(s), prefix, chat)
+
+    return list(await asyncio.gather(*(one(n, s) for n, s in zip(lengths, seeds, strict=True))))

@@ -1,0 +1,191 @@
+"""An OpenAI-compatible test server with scripted, known timings and behaviours (delays, an
+allocation spike, a crash, a child process), run as a real subprocess by the harness tests."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from aiohttp import web
+
+
+def args_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--model", default="scripted")
+    p.add_argument("--ttft-ms", type=float, default=20.0, help="request arrival -> first token")
+    p.add_argument("--itl-ms", type=float, default=2.0, help="gap between tokens")
+    p.add_argument("--load-ms", type=float, default=0.0, help="answer /health 503 this long")
+    p.add_argument("--spike-mb", type=int, default=0, help="allocate and touch this much ...")
+    p.add_argument("--spike-ms", type=float, default=30.0, help="... hold it this long ...")
+    p.add_argument("--spike-at", default="1", help="... in these requests (1-based, a,b,...)")
+    p.add_argument("--die-at", type=int, default=0, help="SIGKILL itself in the Nth request")
+    p.add_argument("--child", action="store_true", help="spawn a child process that sleeps")
+    p.add_argument("--exit-at-start", type=int, default=None, help="print and exit with code")
+    p.add_argument("--tokenize", choices=["vllm", "llamacpp", "none"], default="vllm")
+    p.add_argument("--no-health", action="store_true", help="404 on /health")
+    p.add_argument("--no-metrics", action="store_true")
+    p.add_argument("--cut-after", type=int, default=0, help="[DONE] after N tokens, no finish")
+    p.add_argument("--no-usage", action="store_true", help="never send a usage chunk")
+    p.add_argument("--usage-extra", type=int, default=0, help="over-report completion_tokens")
+    p.add_argument("--device-peak", type=int, default=None, help="/v1/memory device peak")
+    p.add_argument("--timing-log", default=None, help="JSON lines: id, arrived, first_token")
+    p.add_argument("--fail-every", type=int, default=0, help="HTTP 500 on every Nth request")
+    return p
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def status_kb(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+class Scripted:
+    def __init__(self, opts: argparse.Namespace) -> None:
+        self.o = opts
+        self.started = time.monotonic()
+        self.requests = 0
+        self.counters = {"ok": 0, "decode": 0, "prefill": 0}
+
+    async def health(self, request: web.Request) -> web.Response:
+        if self.o.no_health:
+            raise web.HTTPNotFound()
+        if (time.monotonic() - self.started) * 1e3 < self.o.load_ms:
+            return web.json_response({"status": "loading"}, status=503)
+        cfg = {"ttft_ms": self.o.ttft_ms, "itl_ms": self.o.itl_ms}
+        return web.json_response({"status": "ok", "model": self.o.model, "commit": "scripted",
+                                  "config": cfg})  # fmt: skip
+
+    async def models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": self.o.model}]})
+
+    async def tokenize(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        if "messages" in body:
+            n = sum(words(m["content"]) + 3 for m in body["messages"])
+        else:
+            n = words(body.get("prompt") or body.get("input", ""))
+        if request.path.startswith("/extras/"):  # llama-cpp-python's shape: tokens only
+            return web.json_response({"tokens": list(range(n))})
+        return web.json_response({"tokens": list(range(n)), "count": n, "max_model_len": 4096})
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        c = self.counters
+        text = (
+            "# TYPE engine_requests_total counter\n"
+            f'engine_requests_total{{outcome="ok"}} {c["ok"]}\n'
+            "# TYPE engine_decode_steps_total counter\n"
+            f"engine_decode_steps_total {c['decode']}\n"
+            "# TYPE engine_prefill_forwards_total counter\n"
+            f'engine_prefill_forwards_total{{path="single"}} {c["prefill"]}\n'
+        )
+        return web.Response(text=text, content_type="text/plain")
+
+    async def memory(self, request: web.Request) -> web.Response:
+        if request.method == "POST":
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+        return web.json_response({
+            "rss_bytes": status_kb("VmRSS"), "peak_rss_bytes": status_kb("VmHWM"),
+            "device_active_bytes": None, "device_peak_bytes": self.o.device_peak,
+        })  # fmt: skip
+
+    async def complete(self, request: web.Request) -> web.StreamResponse:
+        arrived = time.perf_counter()
+        body = await request.json()
+        self.requests += 1
+        n = self.requests
+        rid = f"cmpl-{n}"
+        if self.o.fail_every and n % self.o.fail_every == 0:
+            err = {"error": {"message": "scripted failure", "type": "server_error"}}
+            return web.json_response(err, status=500)
+        chat = request.path.endswith("/chat/completions")
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await self.send(resp, rid, chat, {"role": "assistant", "content": ""} if chat else "")
+        if self.o.spike_mb and str(n) in self.o.spike_at.split(","):
+            await self.spike()
+        self.counters["prefill"] += 1
+        await asyncio.sleep(max(0.0, self.o.ttft_ms / 1e3 - (time.perf_counter() - arrived)))
+        max_tokens = int(body.get("max_tokens", 16))
+        for i in range(max_tokens):
+            if i:
+                await asyncio.sleep(self.o.itl_ms / 1e3)
+            self.counters["decode"] += 1
+            written = time.perf_counter()
+            await self.send(resp, rid, chat, {"content": " tok"} if chat else " tok")
+            if i == 0 and self.o.timing_log:
+                self.log_timing(rid, arrived, written)
+            if self.o.die_at and n == self.o.die_at:
+                os.kill(os.getpid(), signal.SIGKILL)
+            if self.o.cut_after and i + 1 == self.o.cut_after:  # like llama.cpp's interrupts
+                await resp.write(b"data: [DONE]\n\n")
+                return resp
+        await self.send(resp, rid, chat, {} if chat else "", finish="length")
+        if (body.get("stream_options") or {}).get("include_usage") and not self.o.no_usage:
+            usage = {"prompt_tokens": words(str(body.get("prompt", ""))),
+                     "completion_tokens": max_tokens + self.o.usage_extra}  # fmt: skip
+            event = {"id": rid, "choices": [], "usage": usage}
+            await resp.write(f"data: {json.dumps(event)}\n\n".encode())
+        await resp.write(b"data: [DONE]\n\n")
+        self.counters["ok"] += 1
+        return resp
+
+    async def send(self, resp, rid: str, chat: bool, payload, finish: str | None = None) -> None:
+        key = "delta" if chat else "text"
+        event = {"id": rid, "choices": [{"index": 0, key: payload, "finish_reason": finish}]}
+        await resp.write(f"data: {json.dumps(event)}\n\n".encode())
+
+    def log_timing(self, rid: str, arrived: float, first_token: float) -> None:
+        """Server-side times on the shared monotonic clock (perf_counter is CLOCK_MONOTONIC)."""
+        with open(self.o.timing_log, "a") as f:
+            f.write(json.dumps({"id": rid, "arrived": arrived, "first_token": first_token}) + "\n")
+
+    async def spike(self) -> None:
+        size = self.o.spike_mb << 20
+        block = bytearray(size)
+        block[::4096] = b"\x01" * (size // 4096)  # touch every page so it counts in RSS
+        await asyncio.sleep(self.o.spike_ms / 1e3)
+        del block
+
+
+def main() -> None:
+    opts = args_parser().parse_args()
+    if opts.exit_at_start is not None:
+        print("scripted server: exiting at start as asked", flush=True)
+        sys.exit(opts.exit_at_start)
+    if opts.child:
+        sleeper = [sys.executable, "-c", "import time; time.sleep(600)", "scripted-child"]
+        subprocess.Popen([*sleeper, opts.model])  # the model name marks it for orphan checks
+    app = web.Application()
+    s = Scripted(opts)
+    app.router.add_get("/health", s.health)
+    app.router.add_get("/v1/models", s.models)
+    if opts.tokenize == "vllm":
+        app.router.add_post("/tokenize", s.tokenize)
+    elif opts.tokenize == "llamacpp":
+        app.router.add_post("/extras/tokenize", s.tokenize)
+    if not opts.no_metrics:
+        app.router.add_get("/metrics", s.metrics)
+    app.router.add_route("*", "/v1/memory", s.memory)
+    app.router.add_post("/v1/memory/reset", s.memory)
+    app.router.add_post("/v1/completions", s.complete)
+    app.router.add_post("/v1/chat/completions", s.complete)
+    print(f"scripted server on port {opts.port}", flush=True)
+    web.run_app(app, host="127.0.0.1", port=opts.port, print=None, access_log=None)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,172 @@
+"""The command line: help a newcomer can act on, one-line errors, the run JSON, and the
+recorded fallbacks (tokenizer, usage mismatches, failing requests, --url arms)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from harness_helpers import REPO, scripted, unique_marker, wait_no_survivors, write_suite
+
+from harness.arms import make_arm
+from harness.launcher import Launcher
+from harness.run import run_arm
+from harness.suite import load_suite
+
+SUITE = """
+model = "scripted"
+[[phase]]
+name = "main"
+clients = 2
+requests = 6
+prompt_tokens = 24
+max_tokens = 4
+{extra}
+"""
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args], cwd=REPO, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+
+
+def test_help_texts_explain_the_arms():
+    top = cli("--help")
+    assert top.returncode == 0 and "harness run --suite smoke" in top.stdout
+    run = cli("run", "--help")
+    assert run.returncode == 0
+    for needle in ("--serve-cmd", "{port}", "--url", "--pid", "--repeat", "Exits 0"):
+        assert needle in run.stdout
+
+
+def test_suites_lists_smoke():
+    out = cli("suites")
+    assert out.returncode == 0 and out.stdout.startswith("smoke") and "model=tiny" in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "--suite", "nope"], "no suite named 'nope'"),
+        (["run", "--suite", "smoke", "--serve-cmd", "srv --port 1"], "must contain {port}"),
+        (["run", "--suite", "smoke", "--url", "http://127.0.0.1:9", "--serve-cmd", "x {port}"],
+         "not both"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_one_clear_line(args, message):
+    out = cli(*args)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.strip().splitlines() == [out.stderr.strip()] and message in out.stderr
+
+
+def test_bad_option_values_get_clicks_usage_hint():
+    out = cli("run", "--suite", "smoke", "--repeat", "0")
+    assert out.returncode == 2 and "Invalid value for '--repeat'" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_unreachable_url_is_a_clear_infra_failure():
+    out = cli("run", "--suite", "smoke", "--url", "http://127.0.0.1:9", "--ready-timeout", "1")
+    assert out.returncode == 2 and "error: server not ready at http://127.0.0.1:9" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_unmet_expectation_makes_the_run_invalid(tmp_path):
+    marker = unique_marker()
+    expect = '[phase.expect]\n"engine_prefill_forwards_total{path=\\"batched\\"}" = ">=1"'
+    suite = write_suite(tmp_path, SUITE.format(extra=expect))
+    out = tmp_path / "r.json"
+    res = cli("run", "--quiet", "--suite", str(suite), "--out", str(out),
+              "--serve-cmd", scripted(model=marker))  # fmt: skip
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "INVALID" in res.stdout and "delta was 0" in res.stdout
+    run = json.loads(out.read_text())["runs"][0]
+    assert run["valid"] is False and run["outcome"] == "invalid"
+    assert run["invalid_reasons"] == [
+        "phase 'main': expected engine_prefill_forwards_total{path=\"batched\"} >= 1, delta was 0"
+    ]
+    assert run["counters"]["main"]['engine_prefill_forwards_total{path="single"}'] == 6
+    assert not wait_no_survivors(marker)
+
+
+def test_run_record_shape_and_recorded_fallbacks(tmp_path):
+    marker = unique_marker()
+    suite = load_suite(str(write_suite(tmp_path, SUITE.format(extra=""))))
+    cmd = scripted("--tokenize llamacpp --usage-extra 1 --fail-every 3 --no-metrics", model=marker)
+    run = run_arm(suite, make_arm(marker, serve_cmd=cmd), tmp_path / "s.log")
+    assert run["prompt_tokenizer"] == "server /extras/tokenize"
+    s = run["summary"]
+    assert s["errors"] == 2 and s["token_mismatches"] == 4 and run["valid"]
+    failed = [r for r in run["requests"] if not r["ok"]]
+    assert {(r["status"], r["error"]) for r in failed} == {(500, "scripted failure")}
+    assert all(r["prompt_tokens"] == 24 for r in run["requests"])
+    assert all(r["usage_prompt_tokens"] == 24 for r in run["requests"] if r["ok"])
+    assert run["counters"] == {"main": {}}
+    for key in ("valid", "invalid_reasons", "fingerprint", "counters", "timeline", "machine",
+                "server", "requests", "summary"):  # fmt: skip
+        assert key in run
+    assert run["server"]["log_path"] == str(tmp_path / "s.log")
+    assert run["machine"]["logical_cores"] >= 1 and run["machine"]["cpu_model"]
+    assert len(run["fingerprint"]) == 16
+
+
+def test_streams_cut_short_are_errors_and_missing_usage_is_counted(tmp_path):
+    marker = unique_marker()
+    suite = load_suite(str(write_suite(tmp_path, SUITE.format(extra=""))))
+    cmd = scripted("--cut-after 1 --no-usage", model=marker)
+    run = run_arm(suite, make_arm(marker, serve_cmd=cmd), tmp_path / "s.log")
+    assert run["summary"]["errors"] == 6 and not run["valid"]
+    assert {r["error"] for r in run["requests"]} == {"stream cut off: no finish_reason"}
+    assert run["invalid_reasons"][0].startswith("phase 'main': all 6 requests failed")
+    ok = run_arm(suite, make_arm(marker, serve_cmd=scripted("--no-usage", model=marker)),
+                 tmp_path / "t.log")  # fmt: skip
+    assert ok["valid"] and ok["summary"]["usage_missing"] == 6
+    assert ok["summary"]["token_mismatches"] == 0 and ok["summary"]["tok_s"] > 0
+
+
+def test_local_approximation_when_the_server_cannot_tokenize(tmp_path):
+    marker = unique_marker()
+    suite = load_suite(str(write_suite(tmp_path, SUITE.format(extra=""))))
+    cmd = scripted("--tokenize none", model=marker)
+    run = run_arm(suite, make_arm(marker, serve_cmd=cmd), tmp_path / "s.log")
+    assert run["prompt_tokenizer"].startswith("local-approx")
+    assert run["valid"] and run["summary"]["errors"] == 0
+
+
+def test_url_arm_with_and_without_pid(tmp_path):
+    marker = unique_marker()
+    suite = load_suite(str(write_suite(tmp_path, SUITE.format(extra=""))))
+    arm = make_arm(marker, serve_cmd=scripted(model=marker))
+    with Launcher(arm, tmp_path / "s.log") as server:
+        with_pid = run_arm(suite, make_arm(marker, url=server.url, pid=server.pid), tmp_path / "x")
+        bare = run_arm(suite, make_arm(marker, url=server.url), tmp_path / "y")
+    assert not wait_no_survivors(marker)
+    mem = with_pid["phases"]["main"]["memory"]
+    assert mem["peak_rss_source"] == "VmHWM" and with_pid["timeline"]["rss"]
+    bare_mem = bare["phases"]["main"]["memory"]
+    assert bare_mem["peak_rss_source"] == "server /v1/memory" and not bare["timeline"]["rss"]
+    assert bare["summary"]["startup_s"] is None and bare["server"]["log_path"] is None
+    assert with_pid["fingerprint"] == bare["fingerprint"]
+
+
+def test_fingerprint_follows_the_workload(tmp_path):
+    from harness.fingerprint import fingerprint, workload
+
+    a = load_suite(str(write_suite(tmp_path, SUITE.format(extra=""), "a.toml")))
+    b = load_suite(
+        str(
+            write_suite(
+                tmp_path,
+                SUITE.format(extra="").replace("max_tokens = 4", "max_tokens = 5"),
+                "b.toml",
+            )
+        )
+    )
+    fa = fingerprint(workload("m", [(p, [24] * p.requests) for p in a.phases]))
+    fb = fingerprint(workload("m", [(p, [24] * p.requests) for p in b.phases]))
+    fa2 = fingerprint(workload("m", [(p, [24] * p.requests) for p in a.phases]))
+    assert fa == fa2 != fb

@@ -1,0 +1,85 @@
+"""Summary math on synthetic request records (no server, no clock)."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.metrics import SUMMARY_KEYS, latency_stats, run_summary
+from harness.record import RequestRecord
+
+
+def rec(phase="main", i=0, send=0.0, ttft=0.1, gaps=(0.01,) * 9, usage=10, status=200, err=""):
+    r = RequestRecord(phase, i, 64, 10, arrival=send, send=send, status=status, error=err)
+    if status == 200 and not err:
+        r.first_token = send + ttft
+        r.itl_s = list(gaps)
+        r.end = r.first_token + sum(gaps)
+        r.client_tokens = len(gaps) + 1
+        r.output_tokens = usage
+    else:
+        r.end = send + 0.001
+    return r
+
+
+def test_ttft_percentiles_tpot_and_itl():
+    records = [rec(i=i, send=0.0, ttft=(i + 1) / 100) for i in range(100)]  # 10..1000 ms
+    s = latency_stats(records)
+    assert s["ttft_p50_ms"] == pytest.approx(505.0)
+    assert s["ttft_p95_ms"] == pytest.approx(950.5)
+    assert s["ttft_p99_ms"] == pytest.approx(990.1)
+    assert s["tpot_ms"] == pytest.approx(10.0)  # (e2e - ttft) / (10 - 1) = 90 ms / 9
+    assert s["itl_p50_ms"] == pytest.approx(10.0)
+    assert s["errors"] == 0 and s["token_mismatches"] == 0
+
+
+def test_tok_s_spans_first_send_to_last_completion_per_phase():
+    a = [rec("a", 0, send=0.0), rec("a", 1, send=0.5)]  # ends at 0.19 and 0.69
+    b = [rec("b", 0, send=10.0)]  # ends at 10.19: the idle gap between phases is not counted
+    s = latency_stats(a + b)
+    assert s["output_tokens"] == 30
+    assert s["tok_s"] == pytest.approx(30 / (0.69 + 0.19))
+    assert s["req_s"] == pytest.approx(3 / (0.69 + 0.19))
+
+
+def test_failed_requests_are_counted_not_timed():
+    records = [rec(i=0), rec(i=1, status=503), rec(i=2, err="ClientPayloadError: cut")]
+    s = latency_stats(records)
+    assert (s["requests"], s["ok"], s["errors"]) == (3, 1, 2)
+    assert s["ttft_p50_ms"] == pytest.approx(100.0)
+    assert s["output_tokens"] == 10
+
+
+def test_usage_wins_over_client_count_and_mismatch_is_counted():
+    r = rec(usage=12)
+    assert r.tokens == 12 and r.client_tokens == 10 and r.token_mismatch
+    assert r.tpot_s == pytest.approx(0.09 / 11)
+    no_usage = rec(usage=None)
+    assert no_usage.tokens == 10 and not no_usage.token_mismatch
+    assert latency_stats([r, no_usage])["token_mismatches"] == 1
+
+
+def test_empty_and_all_failed_phases_give_none_not_errors():
+    s = latency_stats([rec(status=500)])
+    assert s["ttft_p50_ms"] is None and s["tok_s"] is None and s["errors"] == 1
+    assert latency_stats([])["requests"] == 0
+
+
+def test_run_summary_has_the_contract_keys_and_max_memory_over_phases():
+    memory = [
+        {"peak_rss_bytes": 100, "peak_rss_sampled_bytes": 90, "peak_device_bytes": None},
+        {"peak_rss_bytes": 300, "peak_rss_sampled_bytes": 80, "peak_device_bytes": None},
+    ]
+    s = run_summary([rec()], memory, startup_s=1.5)
+    assert set(SUMMARY_KEYS) <= set(s)
+    assert (s["peak_rss_bytes"], s["peak_rss_sampled_bytes"]) == (300, 90)
+    assert s["peak_device_bytes"] is None and s["startup_s"] == 1.5 and s["errors"] == 0
+
+
+def test_record_round_trips_through_its_dict():
+    r = rec(usage=11)
+    d = r.as_dict()
+    assert d["ttft_ms"] == pytest.approx(100.0) and d["ok"] and d["token_mismatch"]
+    assert d["itl_ms"] == pytest.approx([10.0] * 9) and d["tpot_ms"] == pytest.approx(90 / 10)
+    back = RequestRecord.from_dict(d)
+    assert back.ttft_s == pytest.approx(r.ttft_s) and back.output_tokens == 11
+    assert back.itl_s == pytest.approx(r.itl_s)

@@ -1,0 +1,98 @@
+"""Suite parsing: the shipped suites load, and each kind of mistake is one clear error."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from harness_helpers import write_suite
+
+from harness.suite import PromptLength, SuiteError, load_suite, shipped
+
+BASE = """
+model = "tiny"
+[[phase]]
+name = "main"
+"""
+
+
+def test_smoke_suite_is_shipped_and_expects_decode_steps():
+    assert "smoke" in shipped()
+    suite = load_suite("smoke")
+    assert suite.model == "tiny"
+    main = suite.phases[0]
+    assert (main.clients, main.requests, main.max_tokens) == (4, 32, 16)
+    assert main.prompt_tokens.sample(random.Random(0), 3) == [64, 64, 64]
+    rule = {r.series: r for r in main.expect}["engine_decode_steps_total"]
+    assert (rule.op, rule.value) == (">", 0.0)
+    assert set(suite.gate) == {
+        "ttft_p50_ms", "ttft_p95_ms", "tok_s", "peak_rss_bytes", "peak_device_bytes",
+    }  # fmt: skip
+
+
+def test_minimal_suite_gets_defaults(tmp_path):
+    suite = load_suite(str(write_suite(tmp_path, BASE)))
+    phase = suite.phases[0]
+    assert phase.arrival == "concurrency" and phase.temperature == 0.0 and phase.ignore_eos
+    assert phase.endpoint == "completions" and suite.warmup is None and suite.gate == {}
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ('arrival = "poisson"', "arrival must be one of burst, concurrency, rate"),
+        ('arrival = "rate"', "needs rate > 0"),
+        ("rate = 3.0", "rate is only meaningful"),
+        ("clients = 0", "clients must be a positive integer"),
+        ("max_tokens = 1.5", "max_tokens must be a positive integer"),
+        ("requests = true", "requests must be a positive integer"),
+        ('endpoint = "embeddings"', "endpoint must be one of"),
+        ("prefix_tokens = 64", "prefix_tokens must be >= 0 and below"),
+        ("colour = 1", "unknown key(s) colour"),
+        ("max_error_rate = 1.5", "max_error_rate must be a fraction from 0 to 1"),
+        ("prompt_tokens = 0", "prompt_tokens must be a positive integer"),
+        ('prompt_tokens = {dist = "zipf"}', "dist must be uniform, normal or choice"),
+        ('prompt_tokens = {dist = "uniform", min = 9}', "needs max"),
+        ('prompt_tokens = {dist = "uniform", min = 9, max = 3}', "1 <= min <= max"),
+        ('expect = {"engine_x_total" = "~1"}', "bad rule"),
+        ('expect = {"engine x" = ">=1"}', "not a Prometheus series selector"),
+    ],
+)
+def test_phase_mistakes_are_named(tmp_path, extra, message):
+    path = write_suite(tmp_path, BASE.replace('name = "main"', f'name = "main"\n{extra}'))
+    with pytest.raises(SuiteError, match=message.replace("(", r"\(").replace(")", r"\)")) as info:
+        load_suite(str(path))
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[[phase]]\nname = 'a'", "model must be a non-empty string"),
+        ("model = 'tiny'", "at least one"),
+        (BASE + "[[phase]]\nname = 'main'", "phase names must be unique"),
+        ("model = 'm'\n[[phase]]\nname = 'warmup'", "not 'warmup'"),
+        (BASE + "[gate]\ntok_s = 'ten'", "gate.tok_s must be a relative tolerance"),
+        (BASE + "[gate]\nlatency = 0.1", "unknown key"),
+        (BASE + "[warmup]\nexpect = {a_total = 1}", "warmup cannot have an expect"),
+        ("model = ", "not valid TOML"),
+    ],
+)
+def test_suite_mistakes_are_named(tmp_path, text, message):
+    with pytest.raises(SuiteError, match=message):
+        load_suite(str(write_suite(tmp_path, text)))
+
+
+def test_unknown_suite_name_lists_the_shipped_ones():
+    with pytest.raises(SuiteError, match=r"no suite named 'nope' \(shipped: .*smoke"):
+        load_suite("nope")
+
+
+def test_length_distributions_are_seeded_and_bounded():
+    normal = PromptLength("normal", mean=100, std=50, min=10, max=150)
+    draws = normal.sample(random.Random(7), 500)
+    assert draws == normal.sample(random.Random(7), 500)
+    assert min(draws) == 10 and max(draws) == 150 and len(set(draws)) > 50
+    uniform = PromptLength("uniform", min=5, max=9).sample(random.Random(1), 200)
+    assert set(uniform) == {5, 6, 7, 8, 9}
+    assert set(PromptLength("choice", choices=(3, 30)).sample(random.Random(1), 50)) == {3, 30}
