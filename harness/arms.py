@@ -27,6 +27,8 @@ class Arm:
     url: str | None = None
     pid: int | None = None
     cwd: Path = REPO_ROOT
+    env: tuple[tuple[str, str], ...] = ()  # added to the server's environment
+    python: str = ""  # the interpreter {python} names; "" = this one
 
     @property
     def launches(self) -> bool:
@@ -42,7 +44,7 @@ class Arm:
         if not self.launches:
             raise ArmError("an arm given by --url is not launched")
         values = {
-            "python": shlex.quote(sys.executable),
+            "python": shlex.quote(self.python or sys.executable),
             "port": str(port),
             "model": shlex.quote(self.model),
             "flags": self.flags,
@@ -60,6 +62,8 @@ class Arm:
             "template": self.template if self.launches else None,
             "url": self.url,
             "pid": self.pid,
+            "cwd": str(self.cwd),
+            "env": dict(self.env),
         }
 
 

@@ -13,6 +13,7 @@ import click
 from rich.console import Console
 
 from harness.arms import ArmError, make_arm
+from harness.cli_ab import ab, compare, report
 from harness.display import LiveProgress, print_run
 from harness.launcher import LaunchError
 from harness.machine import harness_version
@@ -34,6 +35,7 @@ def main() -> None:
     """Benchmark and gate LLM inference servers.
 
     \b
+    harness ab --base main --head HEAD A/B two refs under load; exit 1 on a regression
     harness suites                     list the shipped load suites
     harness run --suite smoke          start the reference engine cold and measure it
     harness run --suite smoke --serve-cmd "llama-server -m M.gguf --port {port}"
@@ -145,6 +147,11 @@ def suites() -> None:
         click.echo(f"{name:<16} model={suite.model:<14} {phases}")
         if suite.description:
             click.echo(f"{'':<16} {suite.description}")
+
+
+main.add_command(ab)
+main.add_command(compare)
+main.add_command(report)
 
 
 def _terminate(signum, frame) -> None:

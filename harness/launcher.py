@@ -122,6 +122,7 @@ class Launcher:
                 self.proc = subprocess.Popen(
                     argv, cwd=self.arm.cwd, stdin=subprocess.DEVNULL, stdout=log,
                     stderr=subprocess.STDOUT, start_new_session=True,
+                    env={**os.environ, **dict(self.arm.env)},
                 )  # fmt: skip
             except OSError as exc:
                 raise LaunchError(f"cannot start server {argv[0]!r}: {exc.strerror}") from None

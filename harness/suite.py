@@ -14,6 +14,8 @@ SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"
 ARRIVALS = ("burst", "concurrency", "rate")
 ENDPOINTS = ("completions", "chat")
 GATE_KEYS = ("ttft_p50_ms", "ttft_p95_ms", "tok_s", "peak_rss_bytes", "peak_device_bytes")
+SLACK_KEY = "memory_slack_mib"  # absolute slack of the memory rule, beside the tolerances
+DEFAULT_MEMORY_SLACK = 16 * 2**20
 SUITE_KEYS = {"name", "description", "model", "flags", "warmup", "phase", "gate"}
 PHASE_KEYS = {
     "name", "arrival", "clients", "requests", "rate", "seed", "prompt_tokens", "prefix_tokens",
@@ -102,6 +104,7 @@ class Suite:
     description: str = ""
     warmup: Phase | None = None
     gate: dict[str, float] = field(default_factory=dict)
+    memory_slack_bytes: int = DEFAULT_MEMORY_SLACK
 
 
 def resolve(name_or_path: str) -> Path:
@@ -148,8 +151,11 @@ def parse_suite(data: dict, path: Path) -> Suite:
     warmup = _phase(data["warmup"], "warmup") if "warmup" in data else None
     if warmup and warmup.expect:
         raise SuiteError("warmup cannot have an expect table (it is not measured)")
-    gate = data.get("gate", {})
-    _no_unknown(gate, set(GATE_KEYS), "gate")
+    gate = dict(data.get("gate", {}))
+    _no_unknown(gate, {*GATE_KEYS, SLACK_KEY}, "gate")
+    slack = gate.pop(SLACK_KEY, DEFAULT_MEMORY_SLACK / 2**20)
+    if isinstance(slack, bool) or not isinstance(slack, int | float) or slack < 0:
+        raise SuiteError(f"gate.{SLACK_KEY} must be a number of MiB >= 0, got {slack!r}")
     for key, tol in gate.items():
         if isinstance(tol, bool) or not isinstance(tol, int | float) or not 0 <= tol < 10:
             raise SuiteError(f"gate.{key} must be a relative tolerance like 0.10, got {tol!r}")
@@ -165,6 +171,7 @@ def parse_suite(data: dict, path: Path) -> Suite:
         description=str(data.get("description", "")),
         warmup=warmup,
         gate={k: float(v) for k, v in gate.items()},
+        memory_slack_bytes=int(slack * 2**20),
     )
 
 

@@ -1,0 +1,261 @@
+"""`harness ab`, `harness compare` and `harness report`: the gate's command line.
+Exit codes: 0 pass, 1 regression, 2 invalid run, infrastructure failure or server crash."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from statistics import median
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from harness.ab import ABRunner, Side, ab_result, label_arms, plan_arm
+from harness.arms import ArmError
+from harness.compare import EXIT_MEANING, ComparisonError
+from harness.display import LiveProgress
+from harness.report import rerender_report, write_report
+from harness.saved import compare_saved
+from harness.suite import SuiteError, load_suite
+from harness.worktrees import RefError, repo_root
+
+EXIT_INVALID = 2
+
+
+class InputError(click.ClickException):
+    exit_code = EXIT_INVALID
+
+
+def side_options(f):
+    for arm in ("head", "base"):
+        f = click.option(
+            f"--{arm}-cmd",
+            default=None,
+            metavar="TEMPLATE",
+            help=f"Start the {arm} arm from a command template with {{port}} "
+            "(any OpenAI-compatible server) instead of the reference engine.",
+        )(f)
+        f = click.option(
+            f"--{arm}-env",
+            default="",
+            metavar="'K=V ...'",
+            help=f"Environment settings for the {arm} arm's server.",
+        )(f)
+        f = click.option(
+            f"--{arm}-flags",
+            default="",
+            metavar="'FLAGS'",
+            help=f"Server flags added for the {arm} arm only.",
+        )(f)
+    return f
+
+
+def _median(xs: list) -> float | None:
+    xs = [x for x in xs if x is not None]
+    return median(xs) if xs else None
+
+
+def print_verdict(console: Console, ab: dict, report: Path) -> None:
+    comp = ab["comparison"]
+    table = Table(title=f"{ab['suite']}: {ab['base']['label']} vs {ab['head']['label']}")
+    for col in ("metric", "base", "head", "ratio", "95% CI", "tol", "verdict"):
+        table.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
+    for m in comp["metrics"]:
+        fmt = lambda x: "n/a" if x is None else f"{x:,.3f}" if abs(x) < 1000 else f"{x:,.0f}"  # noqa: E731
+        ci = f"[{fmt(m['ci_low'])}, {fmt(m['ci_high'])}]"
+        table.add_row(
+            m["name"],
+            fmt(_median(m["base"])),
+            fmt(_median(m["head"])),
+            fmt(m["ratio"]),
+            ci,
+            f"{m['tolerance']:.0%}",
+            str(m["verdict"]),
+        )
+    console.print(table)
+    for line in comp.get("invalid", []) + comp.get("warnings", []):
+        console.print(f"- {line}", highlight=False, markup=False)
+    if ab.get("crash"):
+        console.print(
+            f"crash: {ab['crash']['message']}\n{ab['crash'].get('log_tail', '')}",
+            markup=False,
+            highlight=False,
+        )
+    code = comp["exit_code"]
+    console.print(
+        f"verdict: {comp['verdict']} (exit {code}: {EXIT_MEANING[code]})", highlight=False
+    )
+    console.print(f"report: {report}", highlight=False)
+
+
+@click.command()
+@click.option(
+    "--base",
+    "base_ref",
+    default=None,
+    metavar="REF",
+    help="Git ref served by the base arm [default: the working tree].",
+)
+@click.option(
+    "--head",
+    "head_ref",
+    default=None,
+    metavar="REF",
+    help="Git ref served by the head arm; WORKTREE (or .) = the working tree with "
+    "its uncommitted changes [default: the working tree].",
+)
+@click.option(
+    "--suite",
+    "suite_name",
+    default="short-concurrency",
+    show_default=True,
+    metavar="NAME_OR_PATH",
+    help="A shipped suite (`harness suites`) or a .toml path.",
+)
+@click.option("--model", default=None, help="Model for both arms [default: the suite's].")
+@click.option("--flags", default=None, help="Server flags for both arms, replacing the suite's.")
+@side_options
+@click.option(
+    "--rounds",
+    type=click.IntRange(2, 100),
+    default=5,
+    show_default=True,
+    help="Rounds; each starts every arm cold, in rotating (ABBA) order.",
+)
+@click.option(
+    "--max-rounds",
+    type=click.IntRange(2, 200),
+    default=9,
+    show_default=True,
+    help="Rounds are added two at a time while a metric is INCONCLUSIVE, up to this.",
+)
+@click.option("--null-arm", is_flag=True, help="Add a second base arm per round (noise floor).")
+@click.option(
+    "--isolated",
+    is_flag=True,
+    help="Serve each git ref from its own virtual environment (built once per sha).",
+)
+@click.option(
+    "--out-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("results"),
+    show_default=True,
+    help="Where the report goes.",
+)
+@click.option(
+    "--ready-timeout",
+    type=float,
+    default=180.0,
+    show_default=True,
+    help="Seconds to wait for each cold server to answer /health.",
+)
+@click.option("--quiet", is_flag=True, help="No live progress display.")
+def ab(
+    base_ref,
+    head_ref,
+    suite_name,
+    model,
+    flags,
+    base_flags,
+    base_env,
+    base_cmd,
+    head_flags,
+    head_env,
+    head_cmd,
+    rounds,
+    max_rounds,
+    null_arm,
+    isolated,
+    out_dir,
+    ready_timeout,
+    quiet,
+):
+    """A/B two builds or two configurations under the same load and gate on the result.
+
+    \b
+    harness ab --base main --head HEAD
+    harness ab --head-flags "--max-batch-prefill-tokens 2048" --suite boundary-spill
+    harness ab --base-cmd "llama-server -m m.gguf --port {port}" --head-cmd "..."
+
+    Each of R rounds starts every arm cold (rotating order), fires the suite's load and
+    samples memory; per metric the head/base ratio gets a 95% CI and a verdict. Writes
+    results/DATE-SUITE-BASE-vs-HEAD.md (+ .json, plots). Exit 0 pass (improvements and
+    inconclusive-with-warning included), 1 regression, 2 invalid run, infra failure or crash.
+    """
+    console = Console(stderr=True)
+    sides = {
+        "base": Side(base_ref, base_flags, base_env, base_cmd),
+        "head": Side(head_ref, head_flags, head_env, head_cmd),
+    }
+    try:
+        suite = load_suite(suite_name)
+        repo = repo_root(Path.cwd())
+        plans = {n: plan_arm(n, s, repo, suite, model, flags, isolated) for n, s in sides.items()}
+        if null_arm:
+            plans["null"] = plan_arm("null", sides["base"], repo, suite, model, flags, isolated)
+        label_arms(plans, sides)
+    except (SuiteError, ArmError, RefError) as e:
+        raise InputError(str(e)) from None
+    if max_rounds < rounds:
+        max_rounds = rounds
+    stamp_dir = out_dir / "logs" / suite.name
+    runner = ABRunner(
+        suite,
+        plans,
+        stamp_dir,
+        rounds,
+        max_rounds,
+        ready_timeout,
+        progress=lambda label: LiveProgress(console, label, disabled=quiet),
+    )
+    try:
+        outcome = runner.run()
+    except ComparisonError as e:
+        raise InputError(str(e)) from None
+    except KeyboardInterrupt:
+        console.print("interrupted: every server was stopped")
+        sys.exit(130)
+    command = "harness " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    result = ab_result(suite, plans, outcome, command)
+    report = write_report(result, out_dir)
+    print_verdict(Console(), result, report)
+    sys.exit(result["comparison"]["exit_code"])
+
+
+@click.command()
+@click.argument("a", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("b", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--out-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("results"),
+    show_default=True,
+)
+def compare(a, b, out_dir):
+    """Compare saved runs offline: A's runs as base, B's as head (a report and an exit code)."""
+    try:
+        result = compare_saved(a, b)
+    except (ComparisonError, ValueError, KeyError) as e:
+        raise InputError(str(e)) from None
+    report = write_report(result, out_dir)
+    print_verdict(Console(), result, report)
+    sys.exit(result["comparison"]["exit_code"])
+
+
+@click.command()
+@click.argument("result_json", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--out-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where to write [default: beside RESULT_JSON].",
+)
+def report(result_json, out_dir):
+    """Render the Markdown report (and plots) again from a saved A/B result JSON."""
+    try:
+        path = rerender_report(result_json, out_dir)
+    except (ValueError, KeyError) as e:
+        raise InputError(f"{result_json}: not an A/B result ({e})") from None
+    click.echo(f"report: {path}")
