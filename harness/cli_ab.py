@@ -57,13 +57,16 @@ def _median(xs: list) -> float | None:
     return median(xs) if xs else None
 
 
+def fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:,.3f}" if abs(x) < 1000 else f"{x:,.0f}"
+
+
 def print_verdict(console: Console, ab: dict, report: Path) -> None:
     comp = ab["comparison"]
     table = Table(title=f"{ab['suite']}: {ab['base']['label']} vs {ab['head']['label']}")
     for col in ("metric", "base", "head", "ratio", "95% CI", "tol", "verdict"):
         table.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
     for m in comp["metrics"]:
-        fmt = lambda x: "n/a" if x is None else f"{x:,.3f}" if abs(x) < 1000 else f"{x:,.0f}"  # noqa: E731
         ci = f"[{fmt(m['ci_low'])}, {fmt(m['ci_high'])}]"
         table.add_row(
             m["name"],
@@ -75,6 +78,13 @@ def print_verdict(console: Console, ab: dict, report: Path) -> None:
             str(m["verdict"]),
         )
     console.print(table)
+    for m in comp["metrics"]:
+        if str(m["verdict"]) in ("REGRESSION", "IMPROVEMENT", "INCONCLUSIVE"):
+            console.print(
+                f"{m['verdict']}: {m['name']} {fmt(m['ratio'])}x head/base, 95% CI "
+                f"[{fmt(m['ci_low'])}, {fmt(m['ci_high'])}]",
+                highlight=False,
+            )
     for line in comp.get("invalid", []) + comp.get("warnings", []):
         console.print(f"- {line}", highlight=False, markup=False)
     if ab.get("crash"):
@@ -220,7 +230,7 @@ def ab(
     command = "harness " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     result = ab_result(suite, plans, outcome, command)
     report = write_report(result, out_dir)
-    print_verdict(Console(), result, report)
+    print_verdict(Console(width=120), result, report)
     sys.exit(result["comparison"]["exit_code"])
 
 
@@ -240,7 +250,7 @@ def compare(a, b, out_dir):
     except (ComparisonError, ValueError, KeyError) as e:
         raise InputError(str(e)) from None
     report = write_report(result, out_dir)
-    print_verdict(Console(), result, report)
+    print_verdict(Console(width=120), result, report)
     sys.exit(result["comparison"]["exit_code"])
 
 

@@ -37,7 +37,8 @@ class Checkout:
 
     @property
     def label(self) -> str:
-        return f"{self.ref}@{self.commit[:8]}" + ("+dirty" if self.dirty else "")
+        named = self.ref if not self.commit.startswith(self.ref) else ""
+        return f"{named}@{self.commit[:8]}".lstrip("@") + ("+dirty" if self.dirty else "")
 
 
 def repo_root(start: Path) -> Path:

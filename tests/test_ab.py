@@ -1,0 +1,170 @@
+"""`harness ab` end to end: A/A passes, a seeded commit regresses TTFT p95 (exit 1), a head
+that crashes under load is exit 2 with its log in the report."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from harness_helpers import REPO, scripted, unique_marker, write_suite
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def harness_ab(*args: str, cwd: Path, tmp_path: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "SERVEGATE_CACHE": str(tmp_path / "cache")}
+    return subprocess.run(
+        [sys.executable, "-m", "harness", "ab", "--quiet", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+
+
+def reports(out_dir: Path) -> list[Path]:
+    return sorted(out_dir.glob("????-??-??-*.md"))
+
+
+def test_a_a_on_smoke_passes_and_writes_a_dated_report(tmp_path):
+    out = tmp_path / "results"
+    r = harness_ab(
+        "--base",
+        "HEAD",
+        "--head",
+        "HEAD",
+        "--suite",
+        "smoke",
+        "--out-dir",
+        str(out),
+        cwd=REPO,
+        tmp_path=tmp_path,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    (md,) = reports(out)
+    assert re.match(r"\d{4}-\d{2}-\d{2}-smoke-HEAD-.*-vs-HEAD-.*\.md", md.name)
+    text = md.read_text()
+    assert text.splitlines()[0].startswith(("# PASS", "# INCONCLUSIVE", "# IMPROVEMENT"))
+    for png in re.findall(r"\]\(([^)]+\.png)\)", text):
+        data = (out / png).read_bytes()
+        assert data.startswith(PNG) and len(data) > 1000
+    result = json.loads(md.with_suffix(".json").read_text())
+    sha = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True
+    ).stdout.strip()
+    runs = [rnd[arm] for rnd in result["rounds"] for arm in ("base", "head")]
+    assert len(runs) >= 10 and all(run["server"]["commit"] == sha for run in runs)
+
+
+def throwaway_repo(tmp_path: Path) -> tuple[Path, str, str]:
+    """The current tree in a new repository: commit 1 as it is, commit 2 with the seed's
+    pre-fix token cap (max_batch_prefill * prefill_chunk_size)."""
+    repo = tmp_path / "repo"
+    files = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, text=True
+    ).stdout.split("\0")
+    for f in filter(None, files):
+        if (REPO / f).is_file():
+            (repo / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / f, repo / f)
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            cwd=repo,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+
+    git("init", "-q", "-b", "main")
+    git("add", "-A")
+    git("commit", "-qm", "base")
+    config = repo / "engine" / "config.py"
+    text = config.read_text()
+    tight = text.replace(
+        "return 2 * max_batch_prefill * prefill_chunk_size",
+        "return max_batch_prefill * prefill_chunk_size",
+    )
+    assert tight != text
+    config.write_text(tight)
+    git("commit", "-qam", "token cap: the exactly-tight default")
+    return repo, git("rev-parse", "HEAD~1"), git("rev-parse", "HEAD")
+
+
+def test_seeded_tight_cap_commit_regresses_ttft_p95(tmp_path):
+    repo, base, head = throwaway_repo(tmp_path)
+    out = tmp_path / "results"
+    r = harness_ab(
+        "--base",
+        base,
+        "--head",
+        head,
+        "--suite",
+        "boundary-spill",
+        "--model",
+        "tiny",
+        "--out-dir",
+        str(out),
+        cwd=repo,
+        tmp_path=tmp_path,
+    )
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "REGRESSION: ttft_p95_ms" in r.stdout
+    (md,) = reports(out)
+    assert "regressed: ttft_p95_ms" in md.read_text().splitlines()[0]
+    result = json.loads(md.with_suffix(".json").read_text())
+    assert result["base"]["commit"] == base and result["head"]["commit"] == head
+    spilled = [
+        sum(
+            phase.get("engine_prefill_rows_spilled_total", 0)
+            for phase in rnd[arm]["counters"].values()
+        )
+        for rnd in result["rounds"]
+        for arm in ("base", "head")
+    ]
+    assert spilled[0::2] == [0] * len(result["rounds"])  # base never spills
+    assert all(s >= 1 for s in spilled[1::2])  # head spills every round
+
+
+def test_head_crash_under_load_is_exit_2_with_the_log_in_the_report(tmp_path):
+    marker = unique_marker()
+    suite = write_suite(
+        tmp_path,
+        """
+model = "scripted"
+[[phase]]
+name = "load"
+clients = 4
+requests = 40
+prompt_tokens = 16
+max_tokens = 8
+[gate]
+ttft_p50_ms = 0.1
+""",
+    )
+    out = tmp_path / "results"
+    r = harness_ab(
+        "--suite",
+        str(suite),
+        "--base-cmd",
+        scripted("--ttft-ms 5", model=marker),
+        "--head-cmd",
+        scripted("--ttft-ms 5 --die-at 6", model=marker),
+        "--rounds",
+        "2",
+        "--out-dir",
+        str(out),
+        cwd=REPO,
+        tmp_path=tmp_path,
+    )
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr
+    (md,) = reports(out)
+    text = md.read_text()
+    assert text.startswith("# INVALID")
+    assert "crashed" in text and "scripted server on port" in text
