@@ -1,0 +1,108 @@
+"""The seeded regressions of ../shared/design/seeds.md, reproduced on the reference engine
+(`tiny`) and caught by `harness ab`, while A/A passes."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from harness_helpers import REPO
+
+
+def ab(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    out = tmp_path / "results"
+    env = {**os.environ, "SERVEGATE_CACHE": str(tmp_path / "cache")}
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "ab",
+            "--quiet",
+            "--model",
+            "tiny",
+            "--out-dir",
+            str(out),
+            *args,
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    (report,) = sorted(out.glob("*.json"))
+    return r, json.loads(report.read_text())
+
+
+def verdicts(result: dict) -> dict[str, str]:
+    return {m["name"]: m["verdict"] for m in result["comparison"]["metrics"]}
+
+
+def counter(run: dict, series: str) -> float:
+    return sum(phase.get(series, 0) for phase in run["counters"].values())
+
+
+def runs(result: dict, arm: str) -> list[dict]:
+    return [rnd[arm] for rnd in result["rounds"]]
+
+
+def test_tight_token_cap_regresses_ttft_p95_on_boundary_spill(tmp_path):
+    r, result = ab(
+        tmp_path,
+        "--suite",
+        "boundary-spill",
+        "--rounds",
+        "3",
+        "--head-flags",
+        "--max-batch-prefill-tokens 2048",
+    )
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert verdicts(result)["ttft_p95_ms"] == "REGRESSION"
+    assert "REGRESSION: ttft_p95_ms" in r.stdout
+    assert all(
+        counter(run, "engine_prefill_rows_spilled_total") >= 1 for run in runs(result, "head")
+    )
+    assert all(
+        counter(run, "engine_prefill_rows_spilled_total") == 0 for run in runs(result, "base")
+    )
+
+
+def test_a_a_on_boundary_spill_passes(tmp_path):
+    r, result = ab(tmp_path, "--suite", "boundary-spill", "--base", "HEAD", "--head", "HEAD")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "REGRESSION" not in verdicts(result).values()
+
+
+def test_uncapped_prefill_regresses_peak_rss_on_long_transient(tmp_path):
+    r, result = ab(
+        tmp_path,
+        "--suite",
+        "long-transient",
+        "--rounds",
+        "3",
+        "--head-flags",
+        "--max-batch-prefill-tokens 0",
+    )
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert verdicts(result)["peak_rss_bytes"] == "REGRESSION"
+    assert "REGRESSION: peak_rss_bytes" in r.stdout
+    # the gauge's rise during the phase (the warm-up's small mask was the previous maximum)
+    mask = "engine_prefill_mask_bytes_max"
+    full = 4 * 3000 * 3000 * 4
+    assert all(full - 2**20 < counter(run, mask) <= full for run in runs(result, "head"))
+    assert all(counter(run, mask) <= 2 * 4096**2 for run in runs(result, "base"))
+    report = Path(sorted((tmp_path / "results").glob("*.md"))[0]).read_text()
+    assert mask in report
+
+
+def test_prefill_admission_cap_improves_ttft_p50_on_prefill_storm(tmp_path):
+    r, result = ab(tmp_path, "--suite", "prefill-storm", "--head-flags", "--prefill-max-seqs 4")
+    assert verdicts(result)["ttft_p50_ms"] == "IMPROVEMENT", r.stdout
+    capped = "engine_prefill_admission_capped_total"
+    assert all(counter(run, capped) > 0 for run in runs(result, "head"))
+    assert all(counter(run, capped) == 0 for run in runs(result, "base"))
+    forwards = 'engine_prefill_forwards_total{path="batched"}'
+    assert all(counter(run, forwards) >= 8 for run in runs(result, "head"))  # 32 rows / 4
+    assert all(counter(run, forwards) == 1 for run in runs(result, "base"))
