@@ -70,7 +70,19 @@ def test_tight_token_cap_regresses_ttft_p95_on_boundary_spill(tmp_path):
 
 
 def test_a_a_on_boundary_spill_passes(tmp_path):
-    r, result = ab(tmp_path, "--suite", "boundary-spill", "--base", "HEAD", "--head", "HEAD")
+    r, result = ab(
+        tmp_path,
+        "--suite",
+        "boundary-spill",
+        "--base",
+        "HEAD",
+        "--head",
+        "HEAD",
+        "--rounds",
+        "3",
+        "--max-rounds",
+        "3",
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "REGRESSION" not in verdicts(result).values()
 
