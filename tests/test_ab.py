@@ -108,6 +108,8 @@ def test_seeded_tight_cap_commit_regresses_ttft_p95(tmp_path):
         "boundary-spill",
         "--model",
         "tiny",
+        "--rounds",
+        "3",
         "--out-dir",
         str(out),
         cwd=repo,
