@@ -13,20 +13,12 @@ import click
 from rich.console import Console
 
 from harness.arms import ArmError, make_arm
-from harness.cli_ab import ab, compare, report
+from harness.cli_ab import EXIT_INVALID, InputError, ab, compare, report
 from harness.display import LiveProgress, print_run
 from harness.launcher import LaunchError
 from harness.machine import harness_version
 from harness.run import run_arm
 from harness.suite import SuiteError, load_suite, shipped
-
-EXIT_INVALID = 2
-
-
-class InputError(click.ClickException):
-    """Bad input: printed as one `Error: ...` line, exit code 2."""
-
-    exit_code = EXIT_INVALID
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

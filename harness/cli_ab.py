@@ -25,6 +25,8 @@ EXIT_INVALID = 2
 
 
 class InputError(click.ClickException):
+    """Bad input: printed as one `Error: ...` line, exit code 2."""
+
     exit_code = EXIT_INVALID
 
 
