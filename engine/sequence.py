@@ -22,6 +22,7 @@ class Event:
     """What the scheduler tells a request's handler: new text, or the end."""
 
     text: str = ""
+    sent: int = 0  # characters of text already streamed
     token: int | None = None
     finish_reason: str | None = None  # "stop" | "length" | "cancelled" | "error"
     error: str | None = None
@@ -38,6 +39,7 @@ class Sequence:
     status: Status = Status.WAITING
     output: list[int] = field(default_factory=list)
     text: str = ""
+    sent: int = 0  # characters of text already streamed
     prefilled: int = 0  # prompt tokens whose KV is in the slot
     cached_tokens: int = 0  # of those, copied from the prompt cache
     kv_bytes: int = 0  # reserved while the sequence holds a slot
@@ -57,25 +59,41 @@ class Sequence:
     def remaining_prompt(self) -> list[int]:
         return self.prompt[self.prefilled :]
 
+    def _held(self) -> int:
+        """Trailing characters that could begin a stop string: not streamed until resolved."""
+        return max(
+            (
+                k
+                for stop in self.stop
+                for k in range(len(stop) - 1, 0, -1)
+                if self.text.endswith(stop[:k])
+            ),
+            default=0,
+        )
+
+    def _flush(self, hold: int = 0) -> str:
+        piece = self.text[self.sent : len(self.text) - hold]
+        self.sent += len(piece)
+        return piece
+
     def append(self, token: int, tokenizer: Tokenizer) -> Event:
         """Record a sampled token; decide whether the sequence stops here."""
         if token in tokenizer.eos_ids and not self.ignore_eos:
             self.finish_reason = "stop"
-            return Event(finish_reason="stop")
+            return Event(text=self._flush(), finish_reason="stop")
         self.output.append(token)
         if self._stream is None:
             self._stream = tokenizer.stream()
-        piece = self._stream.step(tokenizer.backend, token) or ""
         before = len(self.text)
-        self.text += piece
-        for s in self.stop:
+        self.text += self._stream.step(tokenizer.backend, token) or ""
+        for stop in self.stop:
             # search only where a new match can start
-            at = self.text.find(s, max(0, before - len(s) + 1))
+            at = self.text.find(stop, max(0, before - len(stop) + 1))
             if at >= 0:
-                piece = self.text[before:at] if at >= before else ""
                 self.text = self.text[:at]
                 self.finish_reason = "stop"
-                return Event(text=piece, token=token, finish_reason="stop")
+                return Event(text=self._flush(), token=token, finish_reason="stop")
         if len(self.output) >= self.max_tokens:
             self.finish_reason = "length"
-        return Event(text=piece, token=token, finish_reason=self.finish_reason)
+        hold = 0 if self.finish_reason else self._held()
+        return Event(text=self._flush(hold), token=token, finish_reason=self.finish_reason)

@@ -1,0 +1,48 @@
+"""The prompt-prefix cache and the KV budget on a real tiny engine."""
+
+import json
+import urllib.request
+
+from engine_server import metrics, run_concurrently
+
+
+def get(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=30) as r:
+        return json.loads(r.read())
+
+
+def test_shared_prefix_is_reused_and_gives_the_same_tokens(engine_factory):
+    prefix = list(range(10, 250)) * 2  # 480 tokens
+    first = prefix + [5, 6, 7]
+    second = prefix + [8, 9]
+    body = {"max_tokens": 8, "temperature": 0, "ignore_eos": True}
+    cold = engine_factory("--no-prompt-cache")
+    warm = engine_factory()
+    for eng in (cold, warm):
+        for prompt in (first, second):
+            ((status, answer, _),) = run_concurrently(eng.url, [{"prompt": prompt, **body}])
+            assert status == 200
+            eng.__dict__.setdefault("texts", []).append(answer["choices"][0]["text"])
+    assert warm.texts == cold.texts
+    m = metrics(warm.url)
+    assert m["engine_prompt_cache_hits_total"] == 1
+    assert m["engine_prompt_cache_tokens_reused_total"] == len(prefix)
+    stats = get(warm.url + "/v1/cache/stats")
+    assert stats["enabled"] and stats["entries"] == 2 and stats["hits"] == 1
+    assert metrics(cold.url)["engine_prompt_cache_hits_total"] == 0
+
+
+def test_kv_budget_queues_what_does_not_fit_and_rejects_what_never_can(engine_factory):
+    # tiny: 2 layers * 2 KV heads * 16 dims * 2 (K, V) * 4 bytes = 512 bytes per token
+    eng = engine_factory("--kv-cache-budget", str(512 * 700), "--no-prompt-cache")
+    bodies = [
+        {"prompt": list(range(3, 259)) + [i + 3], "max_tokens": 200, "ignore_eos": True}
+        for i in range(3)
+    ]  # 457 tokens each: one fits the budget at a time
+    results = run_concurrently(eng.url, bodies)
+    assert [r[0] for r in results] == [200] * 3
+    m = metrics(eng.url)
+    assert m['engine_prefill_rows_total{path="single"}'] == 3  # admitted one by one
+    assert m["engine_decode_rows_total"] == m["engine_decode_steps_total"]  # never together
+    ((status, answer, _),) = run_concurrently(eng.url, [{"prompt": "x", "max_tokens": 800}])
+    assert status == 400 and "KV cache" in answer["error"]["message"]
