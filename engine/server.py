@@ -186,7 +186,7 @@ async def generate(request: web.Request, chat: bool) -> web.StreamResponse:
             ),
             {"Retry-After": "1"},
         )
-    stream = Responder(request, seq, req, engine, chat)
+    stream, finish = Responder(request, seq, req, engine, chat), "error"
     try:
         finish = await stream.run(events)
     except (ConnectionResetError, asyncio.CancelledError):
