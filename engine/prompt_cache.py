@@ -51,7 +51,8 @@ class PromptCache:
         return any(common_prefix(e.tokens, tokens) == len(tokens) for e in self.entries.values())
 
     def insert(self, prompt: list[int], kv: object, nbytes: int) -> bool:
-        if len(prompt) < self.min_tokens or nbytes > self.budget or self.covers(prompt):
+        """Keep a prompt's KV. The caller asks `covers` first, before it copies the KV out."""
+        if len(prompt) < self.min_tokens or nbytes > self.budget:
             return False
         while self.nbytes + nbytes > self.budget:
             _, old = self.entries.popitem(last=False)

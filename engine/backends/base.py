@@ -27,22 +27,29 @@ class Backend(ABC):
         self.args = loaded.args
         self.mask_bytes_last = 0  # bytes of the last prefill attention mask materialized
         self.mask_bytes_max = 0
+        self.caches: dict[int, object] = {}  # seq_id -> the backend's KVCache
 
     def _note_mask(self, nbytes: int) -> None:
         self.mask_bytes_last = nbytes
         self.mask_bytes_max = max(self.mask_bytes_max, nbytes)
 
-    @abstractmethod
+    # Per-sequence bookkeeping, shared: each backend's `model.make_cache(capacity)` returns a
+    # cache with `length` and `capacity`.
     def add_sequence(self, seq_id: int, capacity: int) -> None:
         """Reserve a KV slot of `capacity` tokens for a new sequence."""
+        self.caches[seq_id] = self.model.make_cache(capacity)
 
-    @abstractmethod
     def remove_sequence(self, seq_id: int) -> None:
         """Free the sequence's KV slot."""
+        self.caches.pop(seq_id, None)
 
-    @abstractmethod
     def seq_length(self, seq_id: int) -> int:
         """Tokens already in the sequence's KV cache."""
+        return self.caches[seq_id].length
+
+    def _check_room(self, cache, n: int) -> None:
+        if cache.length + n > cache.capacity:
+            raise ValueError(f"sequence needs {cache.length + n} KV slots, has {cache.capacity}")
 
     @abstractmethod
     def prefill_batch(self, seq_ids: list[int], prompts: list[list[int]]) -> np.ndarray:

@@ -5,7 +5,7 @@ import numpy as np
 from mlx.utils import tree_flatten
 
 from engine.backends.base import Backend, DeviceMemory
-from engine.backends.mlx_llama import KVCache, Model, Step
+from engine.backends.mlx_llama import Model, Step
 from engine.model.load import LoadedModel
 
 DTYPES = {"float32": mx.float32, "bfloat16": mx.bfloat16, "float16": mx.float16}
@@ -56,24 +56,10 @@ class MLXBackend(Backend):
         self.model.load_weights([(k, mx.array(v, self._dtype)) for k, v in loaded.weights.items()])
         self.model.init_rope()
         mx.eval(self.model.parameters())
-        self.caches: dict[int, KVCache] = {}
 
     @property
     def element_size(self) -> int:
         return self._dtype.size
-
-    def add_sequence(self, seq_id: int, capacity: int) -> None:
-        self.caches[seq_id] = self.model.make_cache(capacity)
-
-    def remove_sequence(self, seq_id: int) -> None:
-        self.caches.pop(seq_id, None)
-
-    def seq_length(self, seq_id: int) -> int:
-        return self.caches[seq_id].length
-
-    def _check_room(self, cache: KVCache, n: int) -> None:
-        if cache.length + n > cache.capacity:
-            raise ValueError(f"sequence needs {cache.length + n} KV slots, has {cache.capacity}")
 
     def _run(self, tokens: np.ndarray, step: Step, rows: tuple) -> np.ndarray:
         """Forward, logits of the tokens at `rows` (an index tuple into [B, T]), and the caches'

@@ -4,7 +4,7 @@ import numpy as np
 import torch
 
 from engine.backends.base import Backend, DeviceMemory
-from engine.backends.torch_llama import KVCache, Model, Step
+from engine.backends.torch_llama import Model, Step
 from engine.model.load import LoadedModel
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -51,24 +51,10 @@ class TorchBackend(Backend):
             )
         self.model.init_rope(self._device)
         self.model.eval()
-        self.caches: dict[int, KVCache] = {}
 
     @property
     def element_size(self) -> int:
         return torch.tensor([], dtype=self._dtype).element_size()
-
-    def add_sequence(self, seq_id: int, capacity: int) -> None:
-        self.caches[seq_id] = self.model.make_cache(capacity)
-
-    def remove_sequence(self, seq_id: int) -> None:
-        self.caches.pop(seq_id, None)
-
-    def seq_length(self, seq_id: int) -> int:
-        return self.caches[seq_id].length
-
-    def _check_room(self, cache: KVCache, n: int) -> None:
-        if cache.length + n > cache.capacity:
-            raise ValueError(f"sequence needs {cache.length + n} KV slots, has {cache.capacity}")
 
     @torch.inference_mode()
     def prefill_batch(self, seq_ids: list[int], prompts: list[list[int]]) -> np.ndarray:
