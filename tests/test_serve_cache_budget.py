@@ -33,8 +33,11 @@ def test_shared_prefix_is_reused_and_gives_the_same_tokens(engine_factory):
 
 
 def test_kv_budget_queues_what_does_not_fit_and_rejects_what_never_can(engine_factory):
-    # tiny: 2 layers * 2 KV heads * 16 dims * 2 (K, V) * 4 bytes = 512 bytes per token
-    eng = engine_factory("--kv-cache-budget", str(512 * 700), "--no-prompt-cache")
+    # tiny: 2 layers * 2 KV heads * 16 dims * 2 (K, V) * 4 bytes = 512 bytes per token. The
+    # dtype is pinned: dtype=auto serves bfloat16 (2 bytes) on CPUs with AVX-512 bf16.
+    eng = engine_factory(
+        "--kv-cache-budget", str(512 * 700), "--no-prompt-cache", "--dtype", "float32"
+    )
     bodies = [
         {"prompt": list(range(3, 259)) + [i + 3], "max_tokens": 200, "ignore_eos": True}
         for i in range(3)
