@@ -3,6 +3,7 @@ order every round, then gated by compare.py and written up by report.py."""
 
 from __future__ import annotations
 
+import difflib
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,7 +48,11 @@ class Side:
 
 def parse_env(text: str) -> tuple[tuple[str, str], ...]:
     pairs = []
-    for item in shlex.split(text or ""):
+    try:
+        items = shlex.split(text or "")
+    except ValueError as exc:
+        raise ArmError(f"environment settings {text!r}: {exc}") from None
+    for item in items:
         key, eq, value = item.partition("=")
         if not eq or not key:
             raise ArmError(f"environment settings are KEY=VALUE, got {item!r}")
@@ -55,10 +60,18 @@ def parse_env(text: str) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
+def needs_git(sides: dict[str, Side]) -> bool:
+    """Only arms served from git refs need a repository; two command arms need none."""
+    for name, side in sides.items():
+        if side.cmd and side.ref:
+            raise ArmError(f"give --{name} or --{name}-cmd, not both")
+    return any(not side.cmd for side in sides.values())
+
+
 def plan_arm(
     name: str,
     side: Side,
-    repo: Path,
+    repo: Path | None,
     suite: Suite,
     model: str | None,
     flags: str | None,
@@ -70,8 +83,9 @@ def plan_arm(
     if side.cmd:
         arm = make_arm(model, all_flags, serve_cmd=side.cmd)
         arm = Arm(arm.kind, arm.model, arm.flags, arm.template, env=env)
-        desc = {"label": side.cmd.split()[0], "ref": None, "commit": None, "cmd": side.cmd}
+        desc = {"label": program(side.cmd), "ref": None, "commit": None, "cmd": side.cmd}
         return ArmPlan(name, arm, desc | {"flags": all_flags.split(), "env": dict(env)})
+    assert repo is not None, "an arm served from a git ref needs the repository"
     co = checkout(repo, side.ref or "WORKTREE")
     python = str(isolated_python(co)) if isolated else ""
     arm = Arm("engine", model, all_flags, cwd=co.path, env=env, python=python)
@@ -84,13 +98,43 @@ def plan_arm(
     return ArmPlan(name, arm, desc | {"flags": all_flags.split(), "env": dict(env)}, co)
 
 
+def _tokens(cmd: str) -> list[str]:
+    try:
+        return shlex.split(cmd)
+    except ValueError:
+        return cmd.split()
+
+
+def program(cmd: str) -> str:
+    """A command's program by name: `{python}` -> python, /opt/bin/llama-server -> llama-server."""
+    first = (_tokens(cmd) or ["command"])[0]
+    return Path(first.replace("{python}", "python")).name or first
+
+
+def differing_tokens(a: str, b: str) -> tuple[list[str], list[str]]:
+    """The tokens of command a and of command b that the other does not have there; a changed
+    value keeps its option's name (`--ttft-ms 40` vs `--ttft-ms 52`, not `40` vs `52`)."""
+    ta, tb = _tokens(a), _tokens(b)
+    only_a, only_b = [], []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=ta, b=tb, autojunk=False).get_opcodes():
+        if op == "equal":
+            continue
+        named = i1 > 0 and ta[i1 - 1].startswith("-") and op == "replace"
+        only_a += ta[i1 - 1 : i2] if named else ta[i1:i2]
+        only_b += tb[j1 - 1 : j2] if named else tb[j1:j2]
+    return only_a, only_b
+
+
 def label_arms(plans: dict[str, ArmPlan], sides: dict[str, Side]) -> None:
-    """Same code on both sides: name each arm by what differs (its flags, env or command)."""
+    """Same label on both sides: name each arm by what differs (its command's differing tokens,
+    its flags, its env); arms that differ in nothing keep the label and add `default`."""
     if plans["base"].desc["label"] != plans["head"].desc["label"]:
         return
-    for name in ARM_NAMES:
+    base, head = sides["base"], sides["head"]
+    cmd_diff = differing_tokens(base.cmd, head.cmd) if base.cmd and head.cmd else ([], [])
+    for name, own in zip(ARM_NAMES, cmd_diff, strict=True):
         s = sides[name]
-        extra = " ".join(x for x in (s.flags, s.env) if x) or "default"
+        extra = " ".join(x for x in (" ".join(own), s.flags, s.env) if x) or "default"
         plans[name].desc["label"] = f"{plans[name].desc['label']} {extra}".strip()
 
 

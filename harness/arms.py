@@ -52,7 +52,10 @@ class Arm:
         try:
             return shlex.split(self.template.format_map(values))
         except (KeyError, IndexError, ValueError) as exc:
-            raise ArmError(f"bad --serve-cmd template {self.template!r}: {exc}") from None
+            what = "server flags" if self.kind == "engine" else "server command"
+            raise ArmError(
+                f"bad {what} {self.template!r} with flags {self.flags!r}: {exc}"
+            ) from None
 
     def describe(self) -> dict:
         return {
@@ -96,5 +99,8 @@ def make_arm(
             )
         if "port" not in names:
             raise ArmError("--serve-cmd must contain {port} so the harness can pick a free port")
-        return Arm("command", model, flags, template=serve_cmd)
-    return Arm("engine", model, flags)
+        arm = Arm("command", model, flags, template=serve_cmd, cwd=Path.cwd())
+    else:
+        arm = Arm("engine", model, flags)
+    arm.command(0)  # an unbalanced quote in the template or the flags fails now, not at launch
+    return arm

@@ -17,11 +17,27 @@ from harness.cli_ab import EXIT_INVALID, InputError, ab, compare, report
 from harness.display import LiveProgress, print_run
 from harness.launcher import LaunchError
 from harness.machine import harness_version
+from harness.outputs import OutputError, writable_file
 from harness.run import run_arm
 from harness.suite import SuiteError, load_suite, shipped
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class GuardedGroup(click.Group):
+    """Every verb under one guard: an unexpected exception is one `Error:` line and exit 2,
+    never a traceback, whose exit code 1 would read as "regression"."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the guard of last resort
+            raise InputError(
+                f"internal error: {type(exc).__name__}: {exc} (a bug: please report it)"
+            ) from None
+
+
+@click.group(cls=GuardedGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(harness_version(), prog_name="harness")
 def main() -> None:
     """Benchmark and gate LLM inference servers.
@@ -102,10 +118,10 @@ def run(suite_name, model, flags, serve_cmd, url, pid, repeat, out, ready_timeou
         suite = load_suite(suite_name)
         arm = make_arm(model or suite.model, suite.flags if flags is None else flags,
                        serve_cmd, url, pid)  # fmt: skip
-    except (SuiteError, ArmError) as exc:
+        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+        out = writable_file(out or Path("results/runs") / f"{stamp}-{suite.name}.json")
+    except (SuiteError, ArmError, OutputError) as exc:
         raise InputError(str(exc)) from None
-    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    out = out or Path("results/runs") / f"{stamp}-{suite.name}.json"
     console = Console(stderr=True)
     runs = []
     try:
@@ -122,9 +138,11 @@ def run(suite_name, model, flags, serve_cmd, url, pid, repeat, out, ready_timeou
     except KeyboardInterrupt:
         console.print("interrupted: the server was stopped", highlight=False)
         sys.exit(130)
+    try:
+        out.write_text(json.dumps({"runs": runs}, indent=1) + "\n")  # the data before the table
+    except OSError as exc:
+        raise InputError(f"run JSON not written: {out}: {exc.strerror or exc}") from None
     print_run(Console(), runs)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"runs": runs}, indent=1) + "\n")
     click.echo(f"run JSON: {out}")
     if not all(r["valid"] for r in runs):
         sys.exit(EXIT_INVALID)

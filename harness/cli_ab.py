@@ -7,18 +7,21 @@ import shlex
 import sys
 from pathlib import Path
 from statistics import median
+from typing import NoReturn
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-from harness.ab import ABRunner, Side, ab_result, label_arms, plan_arm
+from harness.ab import ABRunner, Side, ab_result, label_arms, needs_git, plan_arm
 from harness.arms import ArmError
 from harness.compare import EXIT_MEANING, ComparisonError
 from harness.display import LiveProgress
-from harness.report import rerender_report, write_report
-from harness.saved import compare_saved
+from harness.outputs import OutputError, writable_dir
+from harness.report import write_report
+from harness.saved import compare_saved, load_result
 from harness.suite import SuiteError, load_suite
+from harness.verdict import clear_pass
 from harness.worktrees import RefError, repo_root
 
 EXIT_INVALID = 2
@@ -28,6 +31,14 @@ class InputError(click.ClickException):
     """Bad input: printed as one `Error: ...` line, exit code 2."""
 
     exit_code = EXIT_INVALID
+
+    def __init__(self, message: str) -> None:
+        super().__init__(one_line(message))
+
+
+def one_line(message: object) -> str:
+    """Any message as one line (stderr's contract: one line per failure)."""
+    return " ".join(str(message).split()) or "no message"
 
 
 def side_options(f):
@@ -63,7 +74,7 @@ def fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:,.3f}" if abs(x) < 1000 else f"{x:,.0f}"
 
 
-def print_verdict(console: Console, ab: dict, report: Path) -> None:
+def print_verdict(console: Console, ab: dict) -> None:
     comp = ab["comparison"]
     table = Table(title=f"{ab['suite']}: {ab['base']['label']} vs {ab['head']['label']}")
     for col in ("metric", "base", "head", "ratio", "95% CI", "tol", "verdict"):
@@ -87,6 +98,8 @@ def print_verdict(console: Console, ab: dict, report: Path) -> None:
                 f"[{fmt(m['ci_low'])}, {fmt(m['ci_high'])}]",
                 highlight=False,
             )
+        elif line := clear_pass(m):
+            console.print(line, highlight=False)
     for line in comp.get("invalid", []) + comp.get("warnings", []):
         console.print(f"- {line}", highlight=False, markup=False)
     if ab.get("crash"):
@@ -99,7 +112,19 @@ def print_verdict(console: Console, ab: dict, report: Path) -> None:
     console.print(
         f"verdict: {comp['verdict']} (exit {code}: {EXIT_MEANING[code]})", highlight=False
     )
-    console.print(f"report: {report}", highlight=False)
+
+
+def finish(result: dict, out_dir: Path) -> NoReturn:
+    """Print the verdict first, then write the report. The exit code is the verdict's whatever
+    happens to the report: a report that fails is one `error:` line on stderr, nothing more."""
+    print_verdict(Console(width=120), result)
+    try:
+        report = write_report(result, out_dir)
+    except Exception as exc:  # noqa: BLE001 - no report bug may change the gate's answer
+        click.echo(f"error: report not written: {type(exc).__name__}: {one_line(exc)}", err=True)
+    else:
+        click.echo(f"report: {report}")
+    sys.exit(result["comparison"]["exit_code"])
 
 
 @click.command()
@@ -203,16 +228,17 @@ def ab(
     }
     try:
         suite = load_suite(suite_name)
-        repo = repo_root(Path.cwd())
+        writable_dir(out_dir)
+        stamp_dir = writable_dir(out_dir / "logs" / suite.name)
+        repo = repo_root(Path.cwd()) if needs_git(sides) else None
         plans = {n: plan_arm(n, s, repo, suite, model, flags, isolated) for n, s in sides.items()}
         if null_arm:
             plans["null"] = plan_arm("null", sides["base"], repo, suite, model, flags, isolated)
         label_arms(plans, sides)
-    except (SuiteError, ArmError, RefError) as e:
+    except (SuiteError, ArmError, RefError, OutputError) as e:
         raise InputError(str(e)) from None
     if max_rounds < rounds:
         max_rounds = rounds
-    stamp_dir = out_dir / "logs" / suite.name
     runner = ABRunner(
         suite,
         plans,
@@ -230,10 +256,7 @@ def ab(
         console.print("interrupted: every server was stopped")
         sys.exit(130)
     command = "harness " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    result = ab_result(suite, plans, outcome, command)
-    report = write_report(result, out_dir)
-    print_verdict(Console(width=120), result, report)
-    sys.exit(result["comparison"]["exit_code"])
+    finish(ab_result(suite, plans, outcome, command), out_dir)
 
 
 @click.command()
@@ -248,12 +271,11 @@ def ab(
 def compare(a, b, out_dir):
     """Compare saved runs offline: A's runs as base, B's as head (a report and an exit code)."""
     try:
+        writable_dir(out_dir)
         result = compare_saved(a, b)
-    except (ComparisonError, ValueError, KeyError) as e:
+    except (ComparisonError, ValueError, OSError) as e:
         raise InputError(str(e)) from None
-    report = write_report(result, out_dir)
-    print_verdict(Console(width=120), result, report)
-    sys.exit(result["comparison"]["exit_code"])
+    finish(result, out_dir)
 
 
 @click.command()
@@ -267,7 +289,12 @@ def compare(a, b, out_dir):
 def report(result_json, out_dir):
     """Render the Markdown report (and plots) again from a saved A/B result JSON."""
     try:
-        path = rerender_report(result_json, out_dir)
-    except (ValueError, KeyError) as e:
-        raise InputError(f"{result_json}: not an A/B result ({e})") from None
+        result = load_result(result_json)
+        out_dir = writable_dir(out_dir if out_dir is not None else result_json.parent)
+    except (ComparisonError, ValueError, OSError) as e:
+        raise InputError(str(e)) from None
+    try:
+        path = write_report(result, out_dir)
+    except Exception as exc:  # noqa: BLE001 - the report is this verb's product: exit 2
+        raise InputError(f"report not written: {type(exc).__name__}: {exc}") from None
     click.echo(f"report: {path}")

@@ -18,6 +18,11 @@ from harness.record import RequestRecord
 from harness.suite import Phase
 
 READ_BUFSIZE = 10 * 1024 * 1024  # one SSE line must fit; a small buffer also costs reads
+FAILED_FINISH = ("error", "cancelled")  # a stream the server ended this way did not complete
+
+
+class StreamError(ValueError):
+    """A stream event that is not an OpenAI chunk; the request is recorded as failed."""
 
 
 def make_session(clients: int = 256, read_timeout_s: float = 300.0) -> aiohttp.ClientSession:
@@ -139,7 +144,7 @@ class LoadDriver:
                 done = True
                 break
             now = self.now()
-            event = json.loads(data)
+            event = _event(data)
             if "error" in event:
                 rec.error = _error_text(json.dumps(event))
                 return
@@ -148,7 +153,10 @@ class LoadDriver:
                 rec.output_tokens = event["usage"].get("completion_tokens")
                 rec.usage_prompt_tokens = event["usage"].get("prompt_tokens")
             for choice in event.get("choices") or []:
-                text = choice.get("text") or (choice.get("delta") or {}).get("content")
+                delta = choice.get("delta")
+                text = choice.get("text") or (
+                    delta.get("content") if isinstance(delta, dict) else None
+                )
                 if text:
                     if last is None:
                         rec.first_token = now
@@ -159,6 +167,24 @@ class LoadDriver:
                 rec.finish_reason = choice.get("finish_reason") or rec.finish_reason
         if rec.finish_reason is None:  # every complete OpenAI stream ends with one
             rec.error = "stream cut off: no finish_reason" + ("" if done else " and no [DONE]")
+        elif rec.finish_reason in FAILED_FINISH:
+            rec.error = f"stream ended with finish_reason {rec.finish_reason!r}"
+
+
+def _event(data: bytes) -> dict:
+    """One `data:` payload as an OpenAI chunk: an object whose choices are objects."""
+    try:
+        event = json.loads(data)
+    except ValueError:
+        raise StreamError(f"stream event is not JSON: {data[:80]!r}") from None
+    if not isinstance(event, dict):
+        raise StreamError(f"stream event is not a JSON object: {data[:80]!r}")
+    choices = event.get("choices")
+    if choices is not None and not (
+        isinstance(choices, list) and all(isinstance(c, dict) for c in choices)
+    ):
+        raise StreamError(f"stream event's choices is not a list of objects: {data[:80]!r}")
+    return event
 
 
 def _error_text(body: str) -> str:

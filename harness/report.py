@@ -96,11 +96,11 @@ def write_report(ab_result: dict, out_dir: Path) -> Path:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = report_stem(ab)
+    (out_dir / f"{stem}.json").write_text(json.dumps(ab, indent=1) + "\n")  # the data first
     labels = {"base": ab["base"]["label"], "head": ab["head"]["label"], "null": "base again"}
     plots = {"rss": f"{stem}-rss.png", "ttft": f"{stem}-ttft.png"}
     plot_rss(ab["rounds"], labels, out_dir / plots["rss"])
     plot_ttft(ab["rounds"], labels, out_dir / plots["ttft"])
-    (out_dir / f"{stem}.json").write_text(json.dumps(ab, indent=1) + "\n")
     md = out_dir / f"{stem}.md"
     md.write_text(render_markdown(ab, plots))
     return md

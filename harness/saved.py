@@ -22,17 +22,68 @@ OFFLINE_CAVEAT = (
 )
 
 
-def runs_of(doc: dict | list, arm: str = "head") -> list[dict]:
+RESULT_SHAPE = {"suite": str, "created": str, "base": dict, "head": dict, "rounds": list,
+                "comparison": dict}  # fmt: skip
+COMPARISON_SHAPE = {"verdict": str, "exit_code": int, "rounds": int, "metrics": list,
+                    "invalid": list, "warnings": list}  # fmt: skip
+
+
+def read_json(path: Path) -> object:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ComparisonError(f"{path}: not UTF-8 text") from None
+    except ValueError as exc:
+        raise ComparisonError(f"{path}: not JSON: {exc}") from None
+
+
+def runs_of(doc: object, arm: str = "head") -> list[dict]:
     """The runs in a saved document: one arm of an A/B result, a list of runs, or one run."""
     if isinstance(doc, list):
-        return doc
-    if "rounds" in doc:
-        return [r[arm] for r in doc["rounds"] if r.get(arm) is not None]
-    if "runs" in doc:
-        return doc["runs"]
-    if "summary" in doc:
-        return [doc]
-    raise ComparisonError("not a saved result: expected rounds, runs, or a run's summary")
+        runs = doc
+    elif not isinstance(doc, dict):
+        runs = None
+    elif isinstance(doc.get("rounds"), list):
+        rounds = [r for r in doc["rounds"] if isinstance(r, dict)]
+        runs = [r[arm] for r in rounds if r.get(arm) is not None]
+    elif "runs" in doc:
+        runs = doc["runs"]
+    elif "summary" in doc:
+        runs = [doc]
+    else:
+        runs = None
+    if not isinstance(runs, list) or not all(_is_run(r) for r in runs):
+        raise ComparisonError(
+            "not a saved result: expected an A/B result's rounds, a run JSON's runs, or runs "
+            "with a summary and a fingerprint"
+        )
+    return runs
+
+
+def _is_run(run: object) -> bool:
+    return isinstance(run, dict) and isinstance(run.get("summary"), dict) and "fingerprint" in run
+
+
+def load_result(path: Path) -> dict:
+    """A saved A/B result (`harness ab` or `harness compare` wrote it), its shape checked."""
+    doc = read_json(path)
+    where = f"{path}: not an A/B result"
+    if not isinstance(doc, dict):
+        raise ComparisonError(f"{where} (a JSON object with rounds and a comparison)")
+    for shape, table, name in (
+        (RESULT_SHAPE, doc, ""),
+        (COMPARISON_SHAPE, doc.get("comparison"), "comparison."),
+    ):
+        for key, kind in shape.items():
+            if not isinstance((table or {}).get(key), kind):
+                raise ComparisonError(f"{where}: {name}{key} missing or not {kind.__name__}")
+    for arm in ("base", "head"):
+        if not isinstance(doc[arm].get("label"), str):
+            raise ComparisonError(f"{where}: {arm}.label missing")
+    runs_of(doc, "base"), runs_of(doc, "head")
+    if not all(isinstance(m, dict) for m in doc["comparison"]["metrics"]):
+        raise ComparisonError(f"{where}: comparison.metrics must be objects")
+    return doc
 
 
 def tolerances_of(doc: dict | list) -> dict[str, float]:
@@ -62,7 +113,7 @@ def compare_saved(
     """An A/B result (ready for write_report) from two saved files: A's runs as base, B's as
     head, paired by index. Tolerances default to A's own, else DEFAULT_TOLERANCES."""
     a_path, b_path = Path(a_path), Path(b_path)
-    doc_a, doc_b = json.loads(a_path.read_text()), json.loads(b_path.read_text())
+    doc_a, doc_b = read_json(a_path), read_json(b_path)
     base, head = runs_of(doc_a, arm_a), runs_of(doc_b, arm_b)
     if not base or not head:
         raise ComparisonError(f"no runs in {a_path if not base else b_path}")

@@ -8,6 +8,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness import schema
 from harness.expect import ExpectError, ExpectRule, parse_rule
 
 SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"
@@ -16,12 +17,6 @@ ENDPOINTS = ("completions", "chat")
 GATE_KEYS = ("ttft_p50_ms", "ttft_p95_ms", "tok_s", "peak_rss_bytes", "peak_device_bytes")
 SLACK_KEY = "memory_slack_mib"  # absolute slack of the memory rule, beside the tolerances
 DEFAULT_MEMORY_SLACK = 16 * 2**20
-SUITE_KEYS = {"name", "description", "model", "flags", "warmup", "phase", "gate"}
-PHASE_KEYS = {
-    "name", "arrival", "clients", "requests", "rate", "seed", "prompt_tokens", "prefix_tokens",
-    "max_tokens", "ignore_eos", "temperature", "endpoint", "expect", "max_error_rate",
-}  # fmt: skip
-DIST_KEYS = {"dist", "min", "max", "mean", "std", "choices"}
 
 
 class SuiteError(ValueError):
@@ -128,18 +123,22 @@ def shipped() -> list[str]:
 def load_suite(name_or_path: str) -> Suite:
     path = resolve(name_or_path)
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise SuiteError(f"{path}: not UTF-8 text (byte {exc.start}): TOML must be UTF-8") from None
+    except OSError as exc:
+        raise SuiteError(f"{path}: cannot read: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise SuiteError(f"{path}: not valid TOML: {exc}") from None
     try:
         return parse_suite(data, path)
-    except SuiteError as exc:
+    except (SuiteError, schema.SchemaError) as exc:
         raise SuiteError(f"{path}: {exc}") from None
 
 
 def parse_suite(data: dict, path: Path) -> Suite:
-    _no_unknown(data, SUITE_KEYS, "suite")
-    if not isinstance(data.get("model"), str) or not data["model"]:
+    schema.check_table(data, schema.SUITE, "suite")
+    if not data.get("model"):
         raise SuiteError("model must be a non-empty string")
     raw_phases = data.get("phase")
     if not isinstance(raw_phases, list) or not raw_phases:
@@ -151,7 +150,7 @@ def parse_suite(data: dict, path: Path) -> Suite:
     warmup = _phase(data["warmup"], "warmup") if "warmup" in data else None
     if warmup and warmup.expect:
         raise SuiteError("warmup cannot have an expect table (it is not measured)")
-    gate = dict(data.get("gate", {}))
+    gate = dict(schema.check_values(data.get("gate", {}), schema.NUMBER, "gate"))
     _no_unknown(gate, {*GATE_KEYS, SLACK_KEY}, "gate")
     slack = gate.pop(SLACK_KEY, DEFAULT_MEMORY_SLACK / 2**20)
     if isinstance(slack, bool) or not isinstance(slack, int | float) or slack < 0:
@@ -161,7 +160,7 @@ def parse_suite(data: dict, path: Path) -> Suite:
             raise SuiteError(f"gate.{key} must be a relative tolerance like 0.10, got {tol!r}")
     flags = data.get("flags", "")
     if isinstance(flags, list):
-        flags = " ".join(str(f) for f in flags)
+        flags = " ".join(str(f) for f in schema.check_items(flags, (str, *schema.NUMBER), "flags"))
     return Suite(
         name=str(data.get("name", path.stem)),
         path=path,
@@ -178,12 +177,13 @@ def parse_suite(data: dict, path: Path) -> Suite:
 def _phase(raw: object, default_name: str) -> Phase:
     if not isinstance(raw, dict):
         raise SuiteError(f"{default_name} must be a table")
-    _no_unknown(raw, PHASE_KEYS, f"phase {raw.get('name', default_name)!r}")
-    args = dict(raw)
+    where = f"phase {raw.get('name', default_name)!r}"
+    args = dict(schema.check_table(raw, schema.PHASE, where))
     args.setdefault("name", default_name)
     args["prompt_tokens"] = _length(args.get("prompt_tokens", 64), args["name"])
+    expect = schema.check_values(args.get("expect", {}), (str, *schema.NUMBER), f"{where}: expect")
     try:
-        args["expect"] = tuple(parse_rule(k, v) for k, v in args.get("expect", {}).items())
+        args["expect"] = tuple(parse_rule(k, v) for k, v in expect.items())
     except ExpectError as exc:
         raise SuiteError(f"phase {args['name']!r}: {exc}") from None
     try:
@@ -198,7 +198,8 @@ def _length(raw: object, phase: str) -> PromptLength:
         return PromptLength(value=raw)
     if not isinstance(raw, dict):
         raise SuiteError(f"{where} must be a positive integer or a table with dist = ...")
-    _no_unknown(raw, DIST_KEYS, where)
+    schema.check_table(raw, schema.DIST, where)
+    schema.check_items(raw.get("choices", []), int, f"{where}: choices")
     dist = raw.get("dist")
     try:
         if dist == "uniform":

@@ -9,6 +9,8 @@ from statistics import median
 import pandas as pd
 
 from harness.compare import EXIT_MEANING
+from harness.machine import machine_identity
+from harness.verdict import clear_change
 
 KEY_METRICS = ("ttft_p50_ms", "ttft_p95_ms", "e2e_p50_ms", "tok_s", "peak_rss_bytes", "errors")
 ARM_ORDER = ("base", "head", "null")
@@ -62,6 +64,9 @@ def verdict_line(comparison: dict) -> str:
     for verdict, said in VERDICT_WORDS.items():
         if verdict in by_verdict:
             line += f"; {said}: {', '.join(by_verdict[verdict])}"
+    changed = [f"{m['name']} {c}" for m in comparison["metrics"] if (c := clear_change(m))]
+    if changed:
+        line += f"; changed within tolerance: {', '.join(changed)}"
     if comparison["invalid"]:
         line += f"; {len(comparison['invalid'])} invalid run(s) or crash"
     return line
@@ -82,7 +87,8 @@ def metric_rows(comparison: dict) -> list[dict]:
                 "ratio": fmt_ratio(m["ratio"]),
                 "ci": fmt_ci(m["ci_low"], m["ci_high"]),
                 "tolerance": f"{m['tolerance'] * 100:g}%",
-                "verdict": m["verdict"] + (f" ({m['note']})" if m["note"] else ""),
+                "verdict": (f"PASS: {c}" if (c := clear_change(m)) else m["verdict"])
+                + (f" ({m['note']})" if m["note"] else ""),
                 "noise": _fmt_noise(n),
                 "method": m["method"],
                 "mde": fmt_mde(m),
@@ -139,7 +145,7 @@ def arm_sections(ab: dict) -> tuple[list[dict], list[str]]:
         for commit in reported:
             if asked and not commits_match(asked, commit):
                 warnings.append(f"{arm} was asked for commit {asked} but reported {commit}")
-        configs = {json.dumps(s.get("config", {}), sort_keys=True) for s in servers}
+        configs = {json.dumps(s.get("config") or {}, sort_keys=True) for s in servers}
         if len(configs) > 1:
             warnings.append(f"{arm} reported {len(configs)} different configs across its runs")
         first = servers[0] if servers else {}
@@ -150,10 +156,16 @@ def arm_sections(ab: dict) -> tuple[list[dict], list[str]]:
                 "reported": reported,
                 "backend": first.get("backend"),
                 "model": first.get("model"),
-                "config": first.get("config", {}),
+                "config": _config(first),
             }
         )
     return sections, warnings
+
+
+def _config(server: dict) -> dict:
+    """What the server reported about its configuration; {} for a server that reports none."""
+    config = server.get("config")
+    return config if isinstance(config, dict) else {}
 
 
 def counter_table(rounds: list[dict]) -> tuple[list[str], list[dict]]:
@@ -184,7 +196,7 @@ def _fmt_mean(v: float) -> str:
 
 def machine_and_load(ab: dict) -> tuple[dict, dict, list[str]]:
     runs = [run for arm in ARM_ORDER for run in _runs(ab["rounds"], arm)]
-    machines = {json.dumps(r.get("machine", {}), sort_keys=True) for r in runs}
+    machines = {json.dumps(machine_identity(r.get("machine") or {}), sort_keys=True) for r in runs}
     warnings = [f"runs report {len(machines)} different machines"] if len(machines) > 1 else []
     load = {"fingerprint": runs[0].get("fingerprint") if runs else None, **ab.get("load", {})}
     load["requests per run (median)"] = median([len(r.get("requests", [])) for r in runs] or [0])

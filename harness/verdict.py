@@ -61,3 +61,21 @@ def peak_verdict(base: list[float], head: list[float], tol: float, slack_bytes: 
     if max(head) < min(base) * (1 - tol) - slack_bytes:
         return Verdict.IMPROVEMENT
     return Verdict.PASS
+
+
+def clear_change(m: dict) -> str | None:
+    """For a PASS whose 95% CI excludes 1.0 (a real change, inside the tolerance), the change in
+    words: `+7.6% [7.1, 8.0], within 10%`; None for any other metric."""
+    lo, hi, ratio = m.get("ci_low"), m.get("ci_high"), m.get("ratio")
+    if str(m.get("verdict")) != Verdict.PASS or m.get("method") == "minmax":
+        return None
+    if None in (lo, hi, ratio) or lo <= 1 <= hi:
+        return None
+    pct = [(x - 1) * 100 for x in (ratio, lo, hi)]
+    return f"{pct[0]:+.1f}% [{pct[1]:.1f}, {pct[2]:.1f}], within {m['tolerance'] * 100:g}%"
+
+
+def clear_pass(m: dict) -> str | None:
+    """The verdict line of such a PASS: `PASS: ttft_p50_ms +7.6% [7.1, 8.0], within 10%`."""
+    change = clear_change(m)
+    return None if change is None else f"PASS: {m['name']} {change}"

@@ -15,9 +15,13 @@ class RefError(ValueError):
 
 
 def _git(repo: Path, *args: str) -> str:
-    out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    try:
+        out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    except OSError as exc:
+        raise RefError(f"git {' '.join(args)}: cannot run git: {exc.strerror}") from None
     if out.returncode != 0:
-        raise RefError(f"git {' '.join(args)}: {out.stderr.strip().splitlines()[-1:]}")
+        last = (out.stderr.strip().splitlines() or ["failed"])[-1]
+        raise RefError(f"git {' '.join(args)}: {last}")
     return out.stdout.strip()
 
 

@@ -4,6 +4,7 @@ the fly, unique markers, and checks that no process of a run is left behind."""
 from __future__ import annotations
 
 import os
+import shlex
 import time
 import uuid
 from pathlib import Path
@@ -14,8 +15,10 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def scripted(*args: str, model: str = "scripted") -> str:
-    """A --serve-cmd template that starts tests/scripted_server.py with `args`."""
-    return f"{{python}} tests/scripted_server.py --port {{port}} --model {model} " + " ".join(args)
+    """A --serve-cmd template that starts tests/scripted_server.py with `args` (by its absolute
+    path: a command arm runs in the directory harness was started from)."""
+    server = shlex.quote(str(REPO / "tests" / "scripted_server.py"))
+    return f"{{python}} {server} --port {{port}} --model {model} " + " ".join(args)
 
 
 def survivors(marker: str) -> list[psutil.Process]:

@@ -37,6 +37,10 @@ def args_parser() -> argparse.ArgumentParser:
     p.add_argument("--device-peak", type=int, default=None, help="/v1/memory device peak")
     p.add_argument("--timing-log", default=None, help="JSON lines: id, arrived, first_token")
     p.add_argument("--fail-every", type=int, default=0, help="HTTP 500 on every Nth request")
+    p.add_argument("--finish", default="length", help="finish_reason of the last chunk")
+    p.add_argument("--raw-event", default=None, help="send `data: RAW` after the first chunk")
+    p.add_argument("--bare-health", action="store_true", help="/health says only status: ok")
+    p.add_argument("--tag", default="", help="ignored: tells two otherwise equal commands apart")
     return p
 
 
@@ -64,6 +68,8 @@ class Scripted:
             raise web.HTTPNotFound()
         if (time.monotonic() - self.started) * 1e3 < self.o.load_ms:
             return web.json_response({"status": "loading"}, status=503)
+        if self.o.bare_health:  # like vLLM and llama.cpp: no model, commit or config
+            return web.json_response({"status": "ok"})
         cfg = {"ttft_ms": self.o.ttft_ms, "itl_ms": self.o.itl_ms}
         return web.json_response({"status": "ok", "model": self.o.model, "commit": "scripted",
                                   "config": cfg})  # fmt: skip
@@ -115,6 +121,8 @@ class Scripted:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         await self.send(resp, rid, chat, {"role": "assistant", "content": ""} if chat else "")
+        if self.o.raw_event is not None:  # a malformed event, then a normal stream
+            await resp.write(f"data: {self.o.raw_event}\n\n".encode())
         if self.o.spike_mb and str(n) in self.o.spike_at.split(","):
             await self.spike()
         self.counters["prefill"] += 1
@@ -133,7 +141,7 @@ class Scripted:
             if self.o.cut_after and i + 1 == self.o.cut_after:  # like llama.cpp's interrupts
                 await resp.write(b"data: [DONE]\n\n")
                 return resp
-        await self.send(resp, rid, chat, {} if chat else "", finish="length")
+        await self.send(resp, rid, chat, {} if chat else "", finish=self.o.finish)
         if (body.get("stream_options") or {}).get("include_usage") and not self.o.no_usage:
             usage = {"prompt_tokens": words(str(body.get("prompt", ""))),
                      "completion_tokens": max_tokens + self.o.usage_extra}  # fmt: skip
