@@ -60,6 +60,13 @@ def runs_of(doc: object, arm: str = "head") -> list[dict]:
     return runs
 
 
+def _runs_in(doc: object, arm: str, path: Path) -> list[dict]:
+    try:
+        return runs_of(doc, arm)
+    except ComparisonError as exc:
+        raise ComparisonError(f"{path}: {exc}") from None
+
+
 def _is_run(run: object) -> bool:
     return isinstance(run, dict) and isinstance(run.get("summary"), dict) and "fingerprint" in run
 
@@ -114,7 +121,7 @@ def compare_saved(
     head, paired by index. Tolerances default to A's own, else DEFAULT_TOLERANCES."""
     a_path, b_path = Path(a_path), Path(b_path)
     doc_a, doc_b = read_json(a_path), read_json(b_path)
-    base, head = runs_of(doc_a, arm_a), runs_of(doc_b, arm_b)
+    base, head = _runs_in(doc_a, arm_a, a_path), _runs_in(doc_b, arm_b, b_path)
     if not base or not head:
         raise ComparisonError(f"no runs in {a_path if not base else b_path}")
     tolerances = tolerances or tolerances_of(doc_a) or DEFAULT_TOLERANCES
