@@ -18,6 +18,8 @@ from harness_helpers import scripted, unique_marker, write_suite
 
 from harness.cli import main
 
+from fake_runs import make_run
+
 SUITE = """
 model = "scripted"
 [[phase]]
@@ -242,3 +244,29 @@ def test_an_unexpected_exception_is_one_line_and_exit_2(tmp_path, monkeypatch):
 
     monkeypatch.setattr("harness.cli.load_suite", broken)
     one_line_error(cli("run", "--suite", "smoke", cwd=tmp_path), "internal error: RuntimeError")
+
+
+def saved_runs(path: Path, ttft_ms: list[float]) -> Path:
+    runs = [make_run({"ttft_p50_ms": t, "ttft_p95_ms": t, "tok_s": 100.0}) for t in ttft_ms]
+    path.write_text(json.dumps({"runs": runs}))
+    return path
+
+
+def test_the_verdict_is_printed_and_kept_when_the_report_fails(tmp_path, monkeypatch):
+    base = saved_runs(tmp_path / "a.json", [100.0, 101.0, 99.0, 100.5])
+    head = saved_runs(tmp_path / "b.json", [150.0, 152.0, 149.0, 151.0])
+    ok = cli("compare", str(base), str(head), cwd=tmp_path)
+    assert ok.returncode == 1 and "error" not in ok.stderr and "report: results/" in ok.stdout
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("template exploded\nwith two lines")
+
+    monkeypatch.setattr("harness.cli_ab.write_report", broken)
+    r = cli("compare", str(base), str(head), "--out-dir", "other", cwd=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr  # still the verdict's code, not 2, not 1-by-crash
+    assert "verdict: REGRESSION (exit 1" in r.stdout and "report:" not in r.stdout
+    errors = [line for line in r.stderr.splitlines() if "error" in line]
+    assert errors == ["error: report not written: RuntimeError: template exploded with two lines"]
+    saved = next((tmp_path / "results").glob("*.json"))  # `harness report`: the report is
+    out = cli("report", str(saved), cwd=tmp_path)  # its product, so a failure there is exit 2
+    one_line_error(out, "report not written: RuntimeError: template exploded with two lines")
