@@ -46,7 +46,13 @@ class Checkout:
 
 
 def repo_root(start: Path) -> Path:
-    return Path(_git(start, "rev-parse", "--show-toplevel"))
+    try:
+        return Path(_git(start, "rev-parse", "--show-toplevel"))
+    except RefError as exc:
+        raise RefError(
+            f"{exc}: an arm served from a git ref (--base/--head, the default) needs the "
+            "repository; run inside it, or give both arms as --base-cmd/--head-cmd"
+        ) from None
 
 
 def resolve(repo: Path, ref: str) -> str:
