@@ -95,9 +95,13 @@ def load_result(path: Path) -> dict:
 
 def tolerances_of(doc: dict | list) -> dict[str, float]:
     """The per-metric tolerances an A/B result was gated with (empty for bare runs)."""
-    if isinstance(doc, dict) and "comparison" in doc:
-        return {m["name"]: m["tolerance"] for m in doc["comparison"]["metrics"]}
-    return {}
+    metrics = ((doc.get("comparison") or {}) if isinstance(doc, dict) else {}).get("metrics")
+    if not isinstance(metrics, list):
+        return {}
+    tolerances = {m.get("name"): m.get("tolerance") for m in metrics if isinstance(m, dict)}
+    if not all(isinstance(k, str) and isinstance(v, int | float) for k, v in tolerances.items()):
+        raise ComparisonError("comparison.metrics: each needs a name and a numeric tolerance")
+    return tolerances
 
 
 def _arm(doc: dict | list, arm: str, path: Path, runs: list[dict]) -> dict:

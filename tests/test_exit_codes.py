@@ -175,6 +175,11 @@ WRONG_SHAPES = [
     (b'{"rounds": 5}', "not a saved result", "not an A/B result"),
     (b'{"runs": [{"x": 1}]}', "not a saved result", "not an A/B result"),
     (b'{"rounds": [{"base": 3, "head": 4}]}', "not a saved result", "not an A/B result"),
+    (
+        b'{"comparison": {"metrics": [{"name": 1}]}, "runs": [{"summary": {}, "fingerprint": 1}]}',
+        "numeric tolerance",
+        "not an A/B result",
+    ),
     (b"{not json", "not JSON", "not JSON"),
     (b"\xff\xfe", "not UTF-8", "not UTF-8"),
 ]
