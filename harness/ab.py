@@ -6,7 +6,7 @@ from __future__ import annotations
 import difflib
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -82,7 +82,7 @@ def plan_arm(
     env = parse_env(side.env)
     if side.cmd:
         arm = make_arm(model, all_flags, serve_cmd=side.cmd)
-        arm = Arm(arm.kind, arm.model, arm.flags, arm.template, env=env)
+        arm = replace(arm, env=env)  # keeps cwd: the command runs where harness was started
         desc = {"label": program(side.cmd), "ref": None, "commit": None, "cmd": side.cmd}
         return ArmPlan(name, arm, desc | {"flags": all_flags.split(), "env": dict(env)})
     assert repo is not None, "an arm served from a git ref needs the repository"

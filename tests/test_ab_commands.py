@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from harness_helpers import scripted, unique_marker, write_suite
+from harness_helpers import REPO, scripted, unique_marker, write_suite
 
 from harness.ab import ArmPlan, Side, label_arms
 from harness.arms import make_arm
@@ -49,9 +50,11 @@ def ab(tmp_path: Path, base: str, head: str, tol: float):
 def test_a_a_of_two_command_arms_outside_git_passes_with_a_labelled_report(tmp_path):
     assert subprocess.run(["git", "-C", str(tmp_path), "rev-parse"], capture_output=True).returncode
     marker = unique_marker()
-    # --bare-health: /health says only {"status": "ok"}, as vLLM's and llama.cpp's do
-    base = scripted("--ttft-ms 200 --bare-health --tag a", model=marker)
-    head = scripted("--ttft-ms 200 --bare-health --tag b", model=marker)
+    # a relative path: a command runs where harness was started. --bare-health: /health says
+    # only {"status": "ok"}, as vLLM's and llama.cpp's do (no config, no commit)
+    shutil.copy(REPO / "tests" / "scripted_server.py", tmp_path / "srv.py")
+    cmd = f"{{python}} srv.py --port {{port}} --model {marker} --ttft-ms 200 --bare-health --tag"
+    base, head = f"{cmd} a", f"{cmd} b"
     r = ab(tmp_path, base, head, tol=0.2)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "Traceback" not in r.stderr and "error" not in r.stderr
