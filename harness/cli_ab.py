@@ -218,8 +218,10 @@ def ab(
 
     Each of R rounds starts every arm cold (rotating order), fires the suite's load and
     samples memory; per metric the head/base ratio gets a 95% CI and a verdict. Writes
-    results/DATE-SUITE-BASE-vs-HEAD.md (+ .json, plots). Exit 0 pass (improvements and
-    inconclusive-with-warning included), 1 regression, 2 invalid run, infra failure or crash.
+    results/DATE-SUITE-BASE-vs-HEAD.md (+ .json, plots) under the current folder. Exit 0
+    pass (improvements and inconclusive-with-warning included), 1 regression, 2 invalid run,
+    infra failure, crash or bad input. Git refs need the repository; two --*-cmd arms need
+    no git and run their commands in the current folder.
     """
     console = Console(stderr=True)
     sides = {
