@@ -117,14 +117,21 @@ def print_verdict(console: Console, ab: dict) -> None:
 def finish(result: dict, out_dir: Path) -> NoReturn:
     """Print the verdict first, then write the report. The exit code is the verdict's whatever
     happens to the report: a report that fails is one `error:` line on stderr, nothing more."""
-    print_verdict(Console(width=120), result)
+    comp = result["comparison"]
+    try:
+        print_verdict(Console(width=120), result)
+    except Exception as exc:  # noqa: BLE001 - the bare verdict still stands
+        click.echo(f"verdict: {comp['verdict']} (exit {comp['exit_code']})")
+        click.echo(
+            f"error: verdict table not printed: {type(exc).__name__}: {one_line(exc)}", err=True
+        )
     try:
         report = write_report(result, out_dir)
     except Exception as exc:  # noqa: BLE001 - no report bug may change the gate's answer
         click.echo(f"error: report not written: {type(exc).__name__}: {one_line(exc)}", err=True)
     else:
         click.echo(f"report: {report}")
-    sys.exit(result["comparison"]["exit_code"])
+    sys.exit(comp["exit_code"])
 
 
 @click.command()

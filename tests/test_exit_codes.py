@@ -275,3 +275,16 @@ def test_the_verdict_is_printed_and_kept_when_the_report_fails(tmp_path, monkeyp
     saved = next((tmp_path / "results").glob("*.json"))  # `harness report`: the report is
     out = cli("report", str(saved), cwd=tmp_path)  # its product, so a failure there is exit 2
     one_line_error(out, "report not written: RuntimeError: template exploded with two lines")
+
+
+def test_the_exit_code_survives_a_verdict_table_that_fails(tmp_path, monkeypatch):
+    base = saved_runs(tmp_path / "a.json", [100.0, 101.0, 99.0, 100.5])
+    head = saved_runs(tmp_path / "b.json", [150.0, 152.0, 149.0, 151.0])
+
+    def broken(*args, **kwargs):
+        raise KeyError("label")
+
+    monkeypatch.setattr("harness.cli_ab.print_verdict", broken)
+    r = cli("compare", str(base), str(head), cwd=tmp_path)
+    assert r.returncode == 1 and "verdict: REGRESSION (exit 1)" in r.stdout, r.stdout + r.stderr
+    assert "error: verdict table not printed: KeyError" in r.stderr and "report: " in r.stdout
