@@ -152,13 +152,25 @@ SERVE_OPTIONS = [
         "auto",
     ),
     ("--prompt-cache-bytes", str, "Byte budget of the prompt-prefix cache.", "2GiB"),
-    ("--api-key", str, "When set, /v1/* requires 'Authorization: Bearer KEY'.", "none"),
+    (
+        "--api-key",
+        str,
+        "When set, every endpoint but /health and /metrics requires 'Authorization: Bearer KEY'; "
+        "must not be empty.",
+        "none",
+    ),
     ("--max-body-bytes", str, "Request bodies over this get HTTP 413.", "4MiB"),
     (
         "--drain-seconds",
         float,
         "On SIGTERM, time given to in-flight requests before cancelling.",
         "3",
+    ),
+    (
+        "--read-timeout",
+        float,
+        "Seconds for a request's body to arrive (else HTTP 408).",
+        "30",
     ),
 ]
 
@@ -227,6 +239,12 @@ def serve(no_batch, no_prompt_cache, log_level, **flags):
     except ConfigError as e:
         raise click.ClickException(str(e)) from None
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
+    if config.exposed and not config.api_key:
+        logging.getLogger("engine").warning(
+            "engine: listening on %s without --api-key: anyone who can reach this port "
+            "can use the engine",
+            config.host,
+        )
     app = build_app(config)
     web.run_app(
         app,
