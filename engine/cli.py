@@ -9,6 +9,13 @@ from engine import __version__
 from engine.backends import BACKENDS, load_backend
 from engine.model.load import BUILTIN_MODELS, DEFAULT_MODEL, load_model
 
+
+class FlagError(click.ClickException):
+    """A bad serving flag: one line on stderr, exit 2 (a usage error, not a failure)."""
+
+    exit_code = 2
+
+
 MODEL_HELP = f"Built-in name ({', '.join(BUILTIN_MODELS)}), a .gguf file or an HF directory."
 
 
@@ -237,7 +244,7 @@ def serve(no_batch, no_prompt_cache, log_level, **flags):
     try:
         config = resolve_config(flags, os.environ)
     except ConfigError as e:
-        raise click.ClickException(str(e)) from None
+        raise FlagError(str(e)) from None
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
     if config.exposed and not config.api_key:
         logging.getLogger("engine").warning(

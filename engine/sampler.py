@@ -40,14 +40,16 @@ class Sampler:
         if self.fault:
             raise InjectedFault("injected sampler fault (ENGINE_TEST_FAULT_MARKER)")
         # a non-finite logit (a broken forward) must not become a NaN probability
-        logits = np.nan_to_num(logits.astype(np.float64), nan=-np.inf, posinf=np.finfo("d").max)
+        logits = np.nan_to_num(
+            logits.astype(np.float64), nan=-np.inf, posinf=np.finfo("d").max, neginf=-np.inf
+        )
         if self.params.greedy or not np.isfinite(logits.max()):
             return int(np.argmax(logits))
-        with np.errstate(over="ignore"):
+        with np.errstate(over="ignore"):  # an overflow goes to inf, handled just below
             z = logits / self.params.temperature
-        if not np.isfinite(z.max()):
-            return int(np.argmax(logits))
-        p = np.exp(z - z.max())  # z - max(z) <= 0: every term in [0, 1], the argmax's is 1
+            if not np.isfinite(z.max()):
+                return int(np.argmax(logits))
+            p = np.exp(z - z.max())  # z - max(z) <= 0: every term in [0, 1], the argmax's is 1
         p /= p.sum()
         if self.params.top_p < 1:
             order = np.argsort(-p)

@@ -47,10 +47,9 @@ class Sequence:
     cancelled: bool = False
     arrival: float = 0.0  # perf_counter at submit
     finish_reason: str | None = None
-    fault: bool = False  # test-only: the sampler raises (ENGINE_TEST_FAULT_MARKER)
 
     def __post_init__(self):
-        self.sampler = Sampler(self.sampling, fault=self.fault)
+        self.sampler = Sampler(self.sampling)
         self.stops = StopMatcher(self.stop)
         self._stream = None
 
