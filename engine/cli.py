@@ -176,8 +176,9 @@ SERVE_OPTIONS = [
     (
         "--read-timeout",
         float,
-        "Seconds for a request's body to arrive (else HTTP 408).",
-        "30",
+        "Seconds for a request's body to arrive (else HTTP 408); a connection that has not "
+        "sent a whole request (or idles between requests) this long is closed.",
+        "60",
     ),
 ]
 
@@ -258,6 +259,7 @@ def serve(no_batch, no_prompt_cache, log_level, **flags):
         host=config.host,
         port=config.port,
         shutdown_timeout=config.drain_seconds + 5,
+        keepalive_timeout=config.read_timeout,  # aiohttp's timer also bounds header reads
         print=lambda msg: click.echo(f"engine: {msg}", err=True),
         access_log=None,
     )

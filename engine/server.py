@@ -172,7 +172,8 @@ async def generate(request: web.Request, chat: bool) -> web.StreamResponse:
         m.requests.labels(
             {"stop": "ok", "length": "ok", "cancelled": "cancelled"}.get(finish, "error")
         ).inc()
-    return stream.response
+    # a non-streaming client that left has no response: answer nginx's 499 to the closed socket
+    return stream.response or web.Response(status=499, reason="Client Closed Request")
 
 
 def build_app(config: EngineConfig) -> web.Application:

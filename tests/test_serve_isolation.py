@@ -170,3 +170,30 @@ def test_health_answers_while_a_huge_body_is_tokenized(engine_factory):
     assert code == 200 and answer["count"] == 3_300_000
     print(f"/health during a 3.3 MB /tokenize: {len(waits)} probes, max {max(waits):.3f} s")
     assert len(waits) >= 3 and max(waits) < 0.5
+
+
+def test_queue_depth_drops_when_a_queued_request_is_cancelled(engine_factory):
+    eng = engine_factory("--parallel", "1")
+
+    async def go():
+        async with aiohttp.ClientSession() as s:
+            running = asyncio.create_task(post(s, eng.url, long_body(0, 3000)))
+            while metrics(eng.url)["engine_running_sequences"] < 1:
+                await asyncio.sleep(0.02)
+            async with aiohttp.ClientSession() as leaver:
+                queued = asyncio.create_task(post(leaver, eng.url, long_body(1, 8)))
+                while metrics(eng.url)["engine_queue_depth"] < 1:
+                    await asyncio.sleep(0.02)
+                queued.cancel()  # the client gives up while its request waits
+            deadline = time.monotonic() + 10
+            while metrics(eng.url)["engine_queue_depth"] and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            depth = metrics(eng.url)["engine_queue_depth"]
+            still_running = metrics(eng.url)["engine_running_sequences"]
+            running.cancel()
+            return depth, still_running
+
+    depth, still_running = asyncio.run(go())
+    assert depth == 0 and still_running == 1  # dropped while the other still decodes
+    assert_idle(eng.url)
+    assert metrics(eng.url)['engine_requests_total{outcome="cancelled"}'] == 2
