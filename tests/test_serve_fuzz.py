@@ -58,11 +58,33 @@ FIELDS = {
     "tools": anything,
     "tokens": st.lists(st.integers(-3, 300), max_size=4) | anything,
 }
-body = st.fixed_dictionaries(
+wild = st.fixed_dictionaries(
     {"max_tokens": small_ints | anything},  # always present: a valid body stays short
     optional=FIELDS,
 )
-request = st.tuples(st.sampled_from(PATHS), body | anything)
+# well-formed bodies with in-range values (edges included), so generation runs too
+plausible = st.fixed_dictionaries(
+    {
+        "max_tokens": st.integers(1, 6),
+        "prompt": st.text(min_size=1, max_size=16),
+        "messages": st.lists(
+            st.fixed_dictionaries({"role": st.just("user"), "content": st.text(max_size=12)}),
+            min_size=1,
+            max_size=2,
+        ),
+    },
+    optional={
+        "temperature": st.floats(0, 2) | st.sampled_from([1e-310, 5e-324, 1e-5]),
+        "top_p": st.floats(1e-300, 1) | st.just(1),
+        "seed": st.integers(0, 2**64 - 1),
+        "stop": st.text(min_size=1, max_size=3) | st.lists(st.text(min_size=1), max_size=4),
+        "stream": st.booleans(),
+        "stream_options": st.fixed_dictionaries({"include_usage": st.booleans()}),
+        "ignore_eos": st.booleans(),
+        "tokens": st.lists(st.integers(0, 255), max_size=4),
+    },
+)
+request = st.tuples(st.sampled_from(PATHS), plausible | wild | anything)
 
 
 async def send(s: aiohttp.ClientSession, url: str, path: str, payload) -> int:
