@@ -58,7 +58,7 @@ def test_a_faulting_request_while_two_decode_fails_alone(engine_factory, monkeyp
 
     async def go():
         async with aiohttp.ClientSession() as s:
-            bystanders = [asyncio.create_task(post(s, eng.url, long_body(i, 1500))) for i in (0, 1)]
+            bystanders = [asyncio.create_task(post(s, eng.url, long_body(i, 600))) for i in (0, 1)]
             while metrics(eng.url)["engine_running_sequences"] < 2:
                 await asyncio.sleep(0.02)
             bad = await post(s, eng.url, poison())
@@ -70,7 +70,7 @@ def test_a_faulting_request_while_two_decode_fails_alone(engine_factory, monkeyp
     assert still_running == 2  # the fault came while both were decoding
     for code, body in results:
         assert code == 200 and body["choices"][0]["finish_reason"] == "length"
-        assert body["usage"]["completion_tokens"] == 1500
+        assert body["usage"]["completion_tokens"] == 600
     assert_idle(eng.url)
 
 
@@ -98,9 +98,10 @@ def test_a_fault_at_the_head_of_a_batched_cohort_leaks_nothing(engine_factory, m
         assert body["usage"]["completion_tokens"] == 200
     assert_idle(eng.url)
     # most of the KV budget: admitted only if the faulted cohort released every slot
-    big = {"prompt": "x" * 100, "max_tokens": 1700, "ignore_eos": True}
+    big = {"prompt": "x" * 1600, "max_tokens": 100, "ignore_eos": True}
     code, body = asyncio.run(_one(eng.url, big, timeout=120))
-    assert code == 200 and body["usage"]["completion_tokens"] == 1700
+    assert code == 200 and body["usage"]["completion_tokens"] == 100
+    assert body["usage"]["prompt_tokens"] + 100 > 0.8 * 2000
     assert_idle(eng.url)
 
 
