@@ -1,6 +1,7 @@
 """Responder: writes one request's scheduler events as SSE chunks or one JSON body."""
 
 import asyncio
+import contextlib
 import json
 
 from aiohttp import web
@@ -31,13 +32,14 @@ class Responder:
         await self.response.write(f"data: {data}\n\n".encode())
 
     async def _next(self, events: asyncio.Queue) -> Event | None:
+        """The next event, or None once the client is gone (checked before every event too:
+        a sequence that emits a token every few ms would otherwise never hit the poll)."""
         while True:
-            try:
+            transport = self.request.transport
+            if transport is None or transport.is_closing():
+                return None
+            with contextlib.suppress(TimeoutError):
                 return await asyncio.wait_for(events.get(), DISCONNECT_POLL_S)
-            except TimeoutError:
-                transport = self.request.transport
-                if transport is None or transport.is_closing():
-                    return None
 
     async def run(self, events: asyncio.Queue) -> str:
         if self.req.stream:
