@@ -9,6 +9,13 @@ from engine import __version__
 from engine.backends import BACKENDS, load_backend
 from engine.model.load import BUILTIN_MODELS, DEFAULT_MODEL, load_model
 
+
+class FlagError(click.ClickException):
+    """A bad serving flag: one line on stderr, exit 2 (a usage error, not a failure)."""
+
+    exit_code = 2
+
+
 MODEL_HELP = f"Built-in name ({', '.join(BUILTIN_MODELS)}), a .gguf file or an HF directory."
 
 
@@ -152,13 +159,26 @@ SERVE_OPTIONS = [
         "auto",
     ),
     ("--prompt-cache-bytes", str, "Byte budget of the prompt-prefix cache.", "2GiB"),
-    ("--api-key", str, "When set, /v1/* requires 'Authorization: Bearer KEY'.", "none"),
+    (
+        "--api-key",
+        str,
+        "When set, every endpoint but /health and /metrics requires 'Authorization: Bearer KEY'; "
+        "must not be empty.",
+        "none",
+    ),
     ("--max-body-bytes", str, "Request bodies over this get HTTP 413.", "4MiB"),
     (
         "--drain-seconds",
         float,
         "On SIGTERM, time given to in-flight requests before cancelling.",
         "3",
+    ),
+    (
+        "--read-timeout",
+        float,
+        "Seconds for a request's body to arrive (else HTTP 408); a connection that has not "
+        "sent a whole request (or idles between requests) this long is closed.",
+        "60",
     ),
 ]
 
@@ -225,14 +245,21 @@ def serve(no_batch, no_prompt_cache, log_level, **flags):
     try:
         config = resolve_config(flags, os.environ)
     except ConfigError as e:
-        raise click.ClickException(str(e)) from None
+        raise FlagError(str(e)) from None
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
+    if config.exposed and not config.api_key:
+        logging.getLogger("engine").warning(
+            "engine: listening on %s without --api-key: anyone who can reach this port "
+            "can use the engine",
+            config.host,
+        )
     app = build_app(config)
     web.run_app(
         app,
         host=config.host,
         port=config.port,
         shutdown_timeout=config.drain_seconds + 5,
+        keepalive_timeout=config.read_timeout,  # aiohttp's timer also bounds header reads
         print=lambda msg: click.echo(f"engine: {msg}", err=True),
         access_log=None,
     )

@@ -1,5 +1,6 @@
 """EngineConfig: every serving flag, resolved as flag > ENGINE_<FLAG> env > derived default."""
 
+import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
@@ -64,6 +65,10 @@ class EngineConfig:
     api_key: str | None = None
     max_body_bytes: int = 4 * 1024**2
     drain_seconds: float = 3.0
+    read_timeout: float = 60.0  # seconds for a request's headers and body to arrive
+    # test-only (ENGINE_TEST_FAULT_MARKER, no flag): a request whose prompt contains this
+    # string gets a sampler that raises, to test fault isolation (docs/engine.md)
+    test_fault_marker: str | None = None
 
     def __post_init__(self):
         positive = (
@@ -85,6 +90,10 @@ class EngineConfig:
             raise ConfigError("--batch-window-ms must be >= 0")
         if self.drain_seconds < 0:
             raise ConfigError("--drain-seconds must be >= 0")
+        if not self.read_timeout > 0:
+            raise ConfigError("--read-timeout must be > 0")
+        if self.api_key == "":
+            raise ConfigError("--api-key must not be empty (leave it unset to serve without a key)")
         if not 0 < self.port < 65536:
             raise ConfigError("--port must be in 1..65535")
 
@@ -95,9 +104,21 @@ class EngineConfig:
             return self.max_batch_prefill_tokens
         return default_token_cap(self.max_batch_prefill, self.prefill_chunk_size)
 
+    @property
+    def exposed(self) -> bool:
+        """Bound beyond loopback: reachable from other machines."""
+        if self.host == "localhost":
+            return False
+        try:
+            return not ipaddress.ip_address(self.host).is_loopback
+        except ValueError:  # a host name: assume reachable
+            return True
+
     def public(self) -> dict:
         d = asdict(self)
         d["api_key"] = "set" if self.api_key else None
+        if d["test_fault_marker"] is None:
+            del d["test_fault_marker"]
         d["max_batch_prefill_tokens"] = self.token_cap
         return d
 
@@ -130,6 +151,7 @@ CONVERTERS = {
     "max_body_bytes": parse_bytes,
     "drain_seconds": float,
     "batch_window_ms": float,
+    "read_timeout": float,
 }
 
 
@@ -139,7 +161,7 @@ def resolve_config(flags: Mapping[str, object], env: Mapping[str, str]) -> Engin
     for f in fields(EngineConfig):
         raw = flags.get(f.name)
         if raw is None:
-            raw = env.get(f"ENGINE_{f.name.upper()}")
+            raw = env.get(f"ENGINE_{f.name.upper()}") or None  # an empty variable is unset
         if raw is None:
             continue
         convert = CONVERTERS.get(f.name, str)

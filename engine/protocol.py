@@ -8,6 +8,25 @@ from engine.sampler import SamplingParams
 
 CHAT_DEFAULT_MAX_TOKENS = 512
 COMPLETION_DEFAULT_MAX_TOKENS = 16
+MAX_STOPS = 4  # OpenAI's limit on stop strings
+MAX_STOP_CHARS = 256 * 1024  # per stop string: bounds the per-request KMP tables
+SEED_RANGE = (0, 2**64)  # numpy's generator takes a non-negative seed
+# Fields we do not implement: a value other than these is answered 400, as vLLM does.
+UNSUPPORTED = {
+    "best_of": (None, 1),
+    "logprobs": (None, False),
+    "top_logprobs": (None, 0),
+    "echo": (None, False),
+    "presence_penalty": (None, 0),
+    "frequency_penalty": (None, 0),
+    "repetition_penalty": (None, 1),
+    "logit_bias": (None, {}),
+    "tools": (None, []),
+    "functions": (None, []),
+    "tool_choice": (None, "none"),
+    "suffix": (None, ""),
+    "response_format": (None, {"type": "text"}),
+}
 
 
 class ApiError(Exception):
@@ -65,6 +84,31 @@ def _typed(body: dict, key: str, types, default=None, check=None, rule: str = ""
     return value
 
 
+def text(value: str, key: str) -> str:
+    """A string the tokenizer can take: a lone surrogate ("\\ud800") is the client's mistake."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ApiError(400, f"'{key}' is not valid Unicode (a lone surrogate)", key) from None
+    return value
+
+
+def _content(m: dict) -> str:
+    content = m.get("content")
+    if content is None and m["role"] == "assistant":  # e.g. a message that only has tool_calls
+        return ""
+    if isinstance(content, list):  # content parts: text only
+        if not all(
+            isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+            for p in content
+        ):
+            raise ApiError(400, "content parts must be {'type': 'text', 'text': str}", "messages")
+        content = "".join(p["text"] for p in content)
+    if not isinstance(content, str):
+        raise ApiError(400, "each message needs string 'content'", "messages")
+    return text(content, "messages")
+
+
 def _messages(body: dict) -> list[dict]:
     msgs = body.get("messages")
     if not isinstance(msgs, list) or not msgs:
@@ -73,13 +117,35 @@ def _messages(body: dict) -> list[dict]:
     for m in msgs:
         if not isinstance(m, dict) or not isinstance(m.get("role"), str):
             raise ApiError(400, "each message needs a string 'role'", "messages")
-        content = m.get("content")
-        if isinstance(content, list):  # content parts: keep the text ones
-            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-        if not isinstance(content, str):
-            raise ApiError(400, "each message needs string 'content'", "messages")
-        out.append({"role": m["role"], "content": content})
+        out.append({"role": text(m["role"], "messages"), "content": _content(m)})
     return out
+
+
+def _stop(body: dict) -> tuple[str, ...]:
+    stop = body.get("stop")
+    if isinstance(stop, str):
+        stop = [stop]
+    if stop is None:
+        return ()
+    if (
+        not isinstance(stop, list)
+        or len(stop) > MAX_STOPS
+        or not all(isinstance(s, str) and 0 < len(s) <= MAX_STOP_CHARS for s in stop)
+    ):
+        raise ApiError(
+            400,
+            f"'stop' must be a string or up to {MAX_STOPS} non-empty strings "
+            f"of at most {MAX_STOP_CHARS} characters",
+            "stop",
+        )
+    return tuple(text(s, "stop") for s in stop)
+
+
+def _unsupported(body: dict) -> None:
+    for key, fine in UNSUPPORTED.items():
+        value = body.get(key)
+        if not any(value == f and isinstance(value, bool) == isinstance(f, bool) for f in fine):
+            raise ApiError(400, f"'{key}' is not supported by this engine", key)
 
 
 def _prompt(body: dict) -> str | list[int]:
@@ -89,7 +155,7 @@ def _prompt(body: dict) -> str | list[int]:
     if isinstance(p, str):
         if not p:
             raise ApiError(400, "'prompt' must not be empty", "prompt")
-        return p
+        return text(p, "prompt")
     if isinstance(p, list) and p and all(isinstance(t, int) and not isinstance(t, bool) for t in p):
         return p
     raise ApiError(400, "'prompt' must be a non-empty string or a list of token ids", "prompt")
@@ -100,6 +166,7 @@ def parse_request(body: object, chat: bool) -> GenerationRequest:
         raise ApiError(400, "the request body must be a JSON object")
     if _typed(body, "n", (int,), 1) != 1:
         raise ApiError(400, "only n=1 is supported", "n")
+    _unsupported(body)
     default_max = CHAT_DEFAULT_MAX_TOKENS if chat else COMPLETION_DEFAULT_MAX_TOKENS
     max_tokens = _typed(body, "max_completion_tokens", (int,), None) if chat else None
     if max_tokens is None:
@@ -110,16 +177,14 @@ def parse_request(body: object, chat: bool) -> GenerationRequest:
         body, "temperature", (int, float), 1.0, lambda v: 0 <= v <= 2, "must be in [0, 2]"
     )
     top_p = _typed(body, "top_p", (int, float), 1.0, lambda v: 0 < v <= 1, "must be in (0, 1]")
-    seed = _typed(body, "seed", (int,), None)
-    stop = body.get("stop")
-    if isinstance(stop, str):
-        stop = [stop]
-    if stop is not None and (
-        not isinstance(stop, list)
-        or len(stop) > 4
-        or not all(isinstance(s, str) and s for s in stop)
-    ):
-        raise ApiError(400, "'stop' must be a string or up to 4 non-empty strings", "stop")
+    seed = _typed(
+        body,
+        "seed",
+        (int,),
+        None,
+        lambda v: SEED_RANGE[0] <= v < SEED_RANGE[1],
+        "must be in [0, 2**64)",
+    )
     opts = _typed(body, "stream_options", (dict,), {})
     return GenerationRequest(
         chat=chat,
@@ -127,10 +192,10 @@ def parse_request(body: object, chat: bool) -> GenerationRequest:
         messages=_messages(body) if chat else [],
         max_tokens=max_tokens,
         sampling=SamplingParams(float(temperature), float(top_p), seed),
-        stop=tuple(stop or ()),
+        stop=_stop(body),
         ignore_eos=_typed(body, "ignore_eos", (bool,), False),
         stream=_typed(body, "stream", (bool,), False),
-        include_usage=bool(opts.get("include_usage", False)),
+        include_usage=opts.get("include_usage") is True,
         model=_typed(body, "model", (str,), None),
     )
 

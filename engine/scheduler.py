@@ -2,6 +2,10 @@
 
 Each tick asks policy.decide_tick what to do; admission drains a cohort with
 policy.drain_cohort. Results go back to request handlers through their `emit` callbacks.
+
+Fault isolation: a forward that raises fails the sequences in that forward; a sample (or the
+per-sequence work after a forward) that raises fails that one sequence. `live` (sequences
+holding a KV slot) is the one source of truth for KV; every path out releases through _finish.
 """
 
 import logging
@@ -42,8 +46,8 @@ class Scheduler:
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.parked: Sequence | None = None
+        self.live: dict[int, Sequence] = {}  # seq_id -> sequence holding a KV slot
         self.emitters: dict[int, Emit] = {}
-        self.kv_live_bytes = 0
         self.decode_ticks_since_grant = 0
         self.lock = threading.Lock()
         self.wake = threading.Event()
@@ -68,7 +72,22 @@ class Scheduler:
         self.wake.set()
 
     def idle(self) -> bool:
-        return not (self.waiting or self.running or self.parked)
+        return not (self.waiting or self.live)
+
+    @property
+    def kv_live_bytes(self) -> int:
+        return sum(s.kv_bytes for s in self.live.values())
+
+    def invariant_errors(self) -> list[str]:
+        """Between steps: live == running + parked == the backend's slots (empty when idle)."""
+        live, slots = set(self.live), set(self.backend.caches)
+        held = {s.seq_id for s in self.running} | ({self.parked.seq_id} if self.parked else set())
+        errors = []
+        if live != held:
+            errors.append(f"live {sorted(live)} != running+parked {sorted(held)}")
+        if live != slots:
+            errors.append(f"live {sorted(live)} != backend slots {sorted(slots)}")
+        return errors
 
     def stop(self) -> None:
         self.stopped = True
@@ -79,12 +98,12 @@ class Scheduler:
         while not self.stopped:
             try:
                 self.step()
-            except Exception as e:  # a failed forward fails its sequences, not the server
-                log.exception("step failed")
-                for seq in [*self.running, *([self.parked] if self.parked else [])]:
-                    self._finish(seq, "error", error=f"{type(e).__name__}: {e}")
-        for seq in [*self.waiting, *self.running, *([self.parked] if self.parked else [])]:
+            except Exception as e:  # a scheduler bug: release every slot, keep serving
+                self._fail(list(self.live.values()), e)
+            self._update_gauges()
+        for seq in [*self.waiting, *self.live.values()]:
             self._finish(seq, "cancelled")
+        self._update_gauges()
 
     def step(self) -> None:
         self._drop_cancelled()
@@ -113,7 +132,6 @@ class Scheduler:
             self._decode()
         else:
             self._prefill_chunk(self.parked)
-        self._update_gauges()
 
     def _free_slots(self) -> int:
         return self.config.parallel - len(self.running) - (self.parked is not None)
@@ -150,8 +168,10 @@ class Scheduler:
             entry, reuse = self.cache.lookup(head.prompt)
             if entry is not None:
                 self._take(1)
-                self._start(head)
-                self.backend.copy_prefix(entry.kv, head.seq_id, reuse)
+                if not self._owned([head], self._start, head):
+                    return
+                if not self._owned([head], self.backend.copy_prefix, entry.kv, head.seq_id, reuse):
+                    return
                 head.prefilled = head.cached_tokens = reuse
                 self.metrics.cache_hits.inc()
                 self.metrics.cache_tokens_reused.inc(reuse)
@@ -166,9 +186,9 @@ class Scheduler:
             live += need
         cohort = drain_cohort(lengths, rows, c.token_cap, c.prefill_chunk_size)
         self.metrics.prefill_rows_spilled.inc(cohort.spilled)
-        taken = self._take(cohort.rows)
-        for seq in taken:
-            self._start(seq)
+        taken = [s for s in self._take(cohort.rows) if self._owned([s], self._start, s)]
+        if not taken:
+            return
         if cohort.path == "batched":
             self._prefill_batched(taken)
         else:
@@ -181,23 +201,40 @@ class Scheduler:
         return taken
 
     def _start(self, seq: Sequence) -> None:
-        self.backend.add_sequence(seq.seq_id, seq.capacity)
         seq.kv_bytes = self.backend.kv_bytes(seq.capacity)
-        self.kv_live_bytes += seq.kv_bytes
+        self.live[seq.seq_id] = seq  # first, so a failing add_sequence is still released
+        self.backend.add_sequence(seq.seq_id, seq.capacity)
 
-    def _timed(self, kind: str, fn, *args):
+    def _owned(self, seqs: list[Sequence], fn, *args) -> bool:
+        """Run fn; if it raises, fail exactly `seqs` (the sequences it works for)."""
+        try:
+            fn(*args)
+            return True
+        except Exception as e:
+            self._fail(seqs, e)
+            return False
+
+    def _timed(self, kind: str, seqs: list[Sequence], fn, *args):
+        """One forward for `seqs`; None (and those sequences failed) if it raises."""
         t0 = time.perf_counter()
-        out = fn(*args)
+        try:
+            out = fn(*args)
+        except Exception as e:
+            self._fail(seqs, e)
+            return None
         self.metrics.step_seconds.labels(kind).observe(time.perf_counter() - t0)
         return out
 
     def _prefill_batched(self, seqs: list[Sequence]) -> None:
         logits = self._timed(
             "prefill_batched",
+            seqs,
             self.backend.prefill_batch,
             [s.seq_id for s in seqs],
             [s.prompt for s in seqs],
         )
+        if logits is None:
+            return
         self.metrics.prefill_forwards.labels("batched").inc()
         self.metrics.prefill_rows.labels("batched").inc(len(seqs))
         for seq, row in zip(seqs, logits, strict=True):
@@ -207,8 +244,10 @@ class Scheduler:
     def _prefill_alone(self, seq: Sequence) -> None:
         if len(seq.remaining_prompt) <= self.config.prefill_chunk_size:
             logits = self._timed(
-                "prefill_single", self.backend.prefill, seq.seq_id, seq.remaining_prompt
+                "prefill_single", [seq], self.backend.prefill, seq.seq_id, seq.remaining_prompt
             )
+            if logits is None:
+                return
             self.metrics.prefill_forwards.labels("single").inc()
             self.metrics.prefill_rows.labels("single").inc()
             seq.prefilled = len(seq.prompt)
@@ -219,7 +258,9 @@ class Scheduler:
 
     def _prefill_chunk(self, seq: Sequence) -> None:
         chunk = seq.remaining_prompt[: self.config.prefill_chunk_size]
-        logits = self._timed("prefill_chunked", self.backend.prefill, seq.seq_id, chunk)
+        logits = self._timed("prefill_chunked", [seq], self.backend.prefill, seq.seq_id, chunk)
+        if logits is None:
+            return
         self.metrics.prefill_forwards.labels("chunked").inc()
         self.decode_ticks_since_grant = 0
         seq.prefilled += len(chunk)
@@ -230,16 +271,25 @@ class Scheduler:
     def _prompt_done(self, seq: Sequence, logits) -> None:
         seq.status = Status.RUNNING
         self.running.append(seq)
-        if self.cache is not None and not self.cache.covers(seq.prompt):
-            kv, nbytes = self.backend.save_prefix(seq.seq_id, len(seq.prompt))
-            self.cache.insert(seq.prompt, kv, nbytes)
-        self._sample(seq, logits)
+        cache_it = self.cache is not None and not self.cache.covers(seq.prompt)
+        if not cache_it or self._owned([seq], self._cache_prompt, seq):
+            self._sample(seq, logits)
+
+    def _cache_prompt(self, seq: Sequence) -> None:
+        kv, nbytes = self.backend.save_prefix(seq.seq_id, len(seq.prompt))
+        self.cache.insert(seq.prompt, kv, nbytes)
 
     def _decode(self) -> None:
         seqs = list(self.running)
         logits = self._timed(
-            "decode", self.backend.decode, [s.seq_id for s in seqs], [s.output[-1] for s in seqs]
+            "decode",
+            seqs,
+            self.backend.decode,
+            [s.seq_id for s in seqs],
+            [s.output[-1] for s in seqs],
         )
+        if logits is None:
+            return
         self.metrics.decode_steps.inc()
         self.metrics.decode_rows.inc(len(seqs))
         self.decode_ticks_since_grant += 1
@@ -247,7 +297,10 @@ class Scheduler:
             self._sample(seq, row)
 
     def _sample(self, seq: Sequence, logits) -> None:
-        event = seq.append(seq.sampler(logits), self.tokenizer)
+        try:
+            event = seq.append(seq.sampler(logits), self.tokenizer)
+        except Exception as e:  # this sequence's sample or stop check: fail it alone
+            return self._fail([seq], e)
         if event.finish_reason:
             self._finish(seq, event.finish_reason, text=event.text)
         else:
@@ -258,12 +311,18 @@ class Scheduler:
         if emit is not None:
             emit(seq, event)
 
+    def _fail(self, seqs: list[Sequence], e: Exception) -> None:
+        """An exception in work for `seqs`: they end with "error", everyone else carries on."""
+        ids = [s.seq_id for s in seqs]
+        log.error("step failed for sequences %s: %s: %s", ids, type(e).__name__, e, exc_info=e)
+        for seq in seqs:
+            self._finish(seq, "error", error=f"{type(e).__name__}: {e}")
+
     def _finish(self, seq: Sequence, reason: str, text: str = "", error: str | None = None):
         if seq.status is Status.FINISHED:
             return
-        if seq.status in (Status.RUNNING, Status.PREFILLING):
+        if self.live.pop(seq.seq_id, None) is not None:
             self.backend.remove_sequence(seq.seq_id)
-            self.kv_live_bytes -= seq.kv_bytes
         if seq in self.running:
             self.running.remove(seq)
         if self.parked is seq:
@@ -273,7 +332,9 @@ class Scheduler:
         self.emitters.pop(seq.seq_id, None)
 
     def _update_gauges(self) -> None:
-        live = [*self.running, *([self.parked] if self.parked else [])]
-        self.metrics.running.set(len(live))
-        self.metrics.kv_live_tokens.set(sum(s.capacity for s in live))
+        """Every gauge derived from the scheduler's own state, after every step."""
+        with self.lock:
+            self.metrics.queue_depth.set(len(self.waiting))
+        self.metrics.running.set(len(self.live))
+        self.metrics.kv_live_tokens.set(sum(s.capacity for s in self.live.values()))
         self.metrics.mask_bytes_max.set(self.backend.mask_bytes_max)

@@ -6,6 +6,7 @@ from enum import Enum
 
 from engine.model.tokenizer import Tokenizer
 from engine.sampler import Sampler, SamplingParams
+from engine.stops import StopMatcher
 
 _ids = itertools.count(1)
 
@@ -49,6 +50,7 @@ class Sequence:
 
     def __post_init__(self):
         self.sampler = Sampler(self.sampling)
+        self.stops = StopMatcher(self.stop)
         self._stream = None
 
     @property
@@ -58,18 +60,6 @@ class Sequence:
     @property
     def remaining_prompt(self) -> list[int]:
         return self.prompt[self.prefilled :]
-
-    def _held(self) -> int:
-        """Trailing characters that could begin a stop string: not streamed until resolved."""
-        return max(
-            (
-                k
-                for stop in self.stop
-                for k in range(len(stop) - 1, 0, -1)
-                if self.text.endswith(stop[:k])
-            ),
-            default=0,
-        )
 
     def _flush(self, hold: int = 0) -> str:
         piece = self.text[self.sent : len(self.text) - hold]
@@ -84,16 +74,15 @@ class Sequence:
         self.output.append(token)
         if self._stream is None:
             self._stream = tokenizer.stream()
-        before = len(self.text)
-        self.text += self._stream.step(tokenizer.backend, token) or ""
-        for stop in self.stop:
-            # search only where a new match can start
-            at = self.text.find(stop, max(0, before - len(stop) + 1))
-            if at >= 0:
-                self.text = self.text[:at]
-                self.finish_reason = "stop"
-                return Event(text=self._flush(), token=token, finish_reason="stop")
+        piece = self._stream.step(tokenizer.backend, token) or ""
+        self.text += piece
+        at = self.stops.feed(piece)
+        if at is not None:
+            self.text = self.text[:at]
+            self.finish_reason = "stop"
+            return Event(text=self._flush(), token=token, finish_reason="stop")
         if len(self.output) >= self.max_tokens:
             self.finish_reason = "length"
-        hold = 0 if self.finish_reason else self._held()
+        # trailing characters that could begin a stop string are not streamed until resolved
+        hold = 0 if self.finish_reason else self.stops.held()
         return Event(text=self._flush(hold), token=token, finish_reason=self.finish_reason)

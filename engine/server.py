@@ -1,4 +1,4 @@
-"""aiohttp server: HTTP, JSON and SSE only. Parses, validates, tokenizes, enqueues, streams."""
+"""aiohttp server: routes and handlers. Parses, validates, tokenizes (off the loop), enqueues."""
 
 import asyncio
 import json
@@ -11,51 +11,17 @@ from aiohttp import web
 from engine import __version__
 from engine.config import EngineConfig
 from engine.engine import Engine
+from engine.guards import CONFIG, METRICS, auth, errors, expect_continue, read_json
 from engine.memory import peak_rss_bytes, reset_peak_rss, rss_bytes
 from engine.metrics import EngineMetrics
-from engine.protocol import ApiError, chunk, completion_id, full_response, parse_request, usage
+from engine.protocol import ApiError, GenerationRequest, parse_request, text
 from engine.provenance import source_commit
+from engine.responder import Responder, error_response
 from engine.sequence import Event, Sequence
 
 log = logging.getLogger("engine.server")
-ENGINE, METRICS = web.AppKey("engine", Engine), web.AppKey("metrics", EngineMetrics)
-CONFIG = web.AppKey("config", EngineConfig)
-DISCONNECT_POLL_S = 0.25
-
-
-def error_response(e: ApiError, headers: dict | None = None) -> web.Response:
-    return web.json_response(e.body(), status=e.status, headers=headers)
-
-
-@web.middleware
-async def errors(request: web.Request, handler):
-    try:
-        return await handler(request)
-    except ApiError as e:
-        return error_response(e)
-    except web.HTTPException as e:
-        if e.status < 400:
-            raise
-        kind = "invalid_request_error" if e.status < 500 else "server_error"
-        keep = {k: v for k, v in e.headers.items() if k.lower() in ("retry-after", "allow")}
-        return error_response(ApiError(e.status, e.text or e.reason, type_=kind), keep)
-    except Exception as e:  # a bug must still answer in the API's shape
-        log.exception("unhandled error on %s", request.path)
-        return error_response(ApiError(500, f"{type(e).__name__}: {e}", type_="server_error"))
-
-
-@web.middleware
-async def auth(request: web.Request, handler):
-    key = request.app[CONFIG].api_key
-    authorized = request.headers.get("Authorization", "") == f"Bearer {key}"
-    if key and request.path.startswith("/v1/") and not authorized:
-        raise ApiError(
-            401,
-            "missing or wrong API key",
-            type_="authentication_error",
-            code="invalid_api_key",
-        )
-    return await handler(request)
+ENGINE = web.AppKey("engine", Engine)
+JSON_SLICE = 65536  # list items serialized per slice: a huge /tokenize answer yields the GIL
 
 
 def ready_engine(request: web.Request) -> Engine:
@@ -91,22 +57,23 @@ async def models(request: web.Request) -> web.Response:
     )
 
 
-async def read_json(request: web.Request) -> object:
-    try:
-        return json.loads(await request.read())
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise ApiError(400, "the request body is not valid JSON") from None
+def _dumps_list(head: dict, key: str, items: list) -> bytes:
+    """json.dumps({**head, key: items}) in slices, for a worker thread that must share the GIL."""
+    parts = [json.dumps(items[i : i + JSON_SLICE])[1:-1] for i in range(0, len(items), JSON_SLICE)]
+    return (json.dumps(head)[:-1] + f', "{key}": [' + ", ".join(parts) + "]}").encode()
 
 
 async def tokenize(request: web.Request) -> web.Response:
     engine, body = ready_engine(request), await read_json(request)
     if isinstance(body, dict) and "messages" in body:
-        ids = engine.encode(parse_request(body, chat=True))
+        ids = await asyncio.to_thread(engine.encode, parse_request(body, chat=True))
     elif isinstance(body, dict) and isinstance(body.get("prompt"), str):
-        ids = engine.tokenizer.encode(body["prompt"])
+        ids = await asyncio.to_thread(engine.tokenizer.encode, text(body["prompt"], "prompt"))
     else:
         raise ApiError(400, "send {'prompt': str} or {'messages': [...]}", "prompt")
-    return web.json_response({"tokens": ids, "count": len(ids), "max_model_len": engine.ctx_size})
+    head = {"count": len(ids), "max_model_len": engine.ctx_size}
+    data = await asyncio.to_thread(_dumps_list, head, "tokens", ids)
+    return web.Response(body=data, content_type="application/json")
 
 
 async def detokenize(request: web.Request) -> web.Response:
@@ -116,7 +83,7 @@ async def detokenize(request: web.Request) -> web.Response:
         raise ApiError(400, "send {'tokens': [int, ...]}", "tokens")
     if any(not 0 <= t < engine.tokenizer.vocab_size for t in tokens):
         raise ApiError(400, "token id out of the vocabulary", "tokens")
-    return web.json_response({"prompt": engine.tokenizer.decode(tokens)})
+    return web.json_response({"prompt": await asyncio.to_thread(engine.tokenizer.decode, tokens)})
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -161,15 +128,19 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     return await generate(request, chat=True)
 
 
+def _poisoned(req: GenerationRequest, marker: str | None) -> bool:
+    """Test-only fault injection (ENGINE_TEST_FAULT_MARKER): see docs/engine.md."""
+    if not marker:
+        return False
+    texts = [m["content"] for m in req.messages] if req.chat else [req.prompt]
+    return any(isinstance(t, str) and marker in t for t in texts)
+
+
 async def generate(request: web.Request, chat: bool) -> web.StreamResponse:
-    m = request.app[METRICS]
-    try:
-        engine = ready_engine(request)
-        req = parse_request(await read_json(request), chat)
-        seq = engine.make_sequence(req)
-    except ApiError as e:
-        m.requests.labels("client_error" if e.status < 500 else "rejected").inc()
-        raise
+    m, engine = request.app[METRICS], ready_engine(request)
+    req = parse_request(await read_json(request), chat)
+    seq = await asyncio.to_thread(engine.make_sequence, req)  # tokenizing and templating
+    seq.sampler.fault = _poisoned(req, request.app[CONFIG].test_fault_marker)
     loop, events = asyncio.get_running_loop(), asyncio.Queue()
 
     def emit(_seq: Sequence, event: Event) -> None:
@@ -189,7 +160,10 @@ async def generate(request: web.Request, chat: bool) -> web.StreamResponse:
     stream, finish = Responder(request, seq, req, engine, chat), "error"
     try:
         finish = await stream.run(events)
-    except (ConnectionResetError, asyncio.CancelledError):
+    except ConnectionResetError:  # the client went away mid-stream: not an engine error
+        finish = "cancelled"
+        log.info("client disconnected from %s after %d tokens", request.path, len(seq.output))
+    except asyncio.CancelledError:
         finish = "cancelled"
         raise
     finally:
@@ -198,72 +172,8 @@ async def generate(request: web.Request, chat: bool) -> web.StreamResponse:
         m.requests.labels(
             {"stop": "ok", "length": "ok", "cancelled": "cancelled"}.get(finish, "error")
         ).inc()
-    return stream.response
-
-
-class Responder:
-    """Writes one request's events as SSE chunks or one JSON body; notices disconnects."""
-
-    def __init__(self, request, seq: Sequence, req, engine: Engine, chat: bool):
-        self.request, self.seq, self.req, self.engine, self.chat = request, seq, req, engine, chat
-        self.rid, self.response = completion_id(chat), None
-
-    def _chunk(self, text, finish, role=False) -> dict:
-        return chunk(self.rid, self.engine.model_name, self.chat, text, finish, role)
-
-    async def _send(self, payload: dict | str) -> None:
-        data = payload if isinstance(payload, str) else json.dumps(payload)
-        await self.response.write(f"data: {data}\n\n".encode())
-
-    async def _next(self, events: asyncio.Queue) -> Event | None:
-        while True:
-            try:
-                return await asyncio.wait_for(events.get(), DISCONNECT_POLL_S)
-            except TimeoutError:
-                transport = self.request.transport
-                if transport is None or transport.is_closing():
-                    return None
-
-    async def run(self, events: asyncio.Queue) -> str:
-        if self.req.stream:
-            self.response = web.StreamResponse(
-                headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-            )
-            await self.response.prepare(self.request)
-            if self.chat:
-                await self._send(self._chunk(None, None, role=True))
-        text = []
-        while True:
-            event = await self._next(events)
-            if event is None:
-                return "cancelled"
-            if self.req.stream and (event.text or event.finish_reason):
-                await self._send(self._chunk(event.text, event.finish_reason))
-            text.append(event.text)
-            if event.finish_reason:
-                break
-        use = usage(len(self.seq.prompt), len(self.seq.output), self.seq.cached_tokens)
-        if event.finish_reason in ("error", "cancelled") and not self.req.stream:
-            msg = event.error or "the request was cancelled"
-            self.response = error_response(ApiError(500, msg, type_="server_error"))
-            return event.finish_reason
-        if self.req.stream:
-            if self.req.include_usage:
-                await self._send({**self._chunk(None, None), "choices": [], "usage": use})
-            await self._send("[DONE]")
-            await self.response.write_eof()
-        else:
-            self.response = web.json_response(
-                full_response(
-                    self.rid,
-                    self.engine.model_name,
-                    self.chat,
-                    "".join(text),
-                    event.finish_reason,
-                    use,
-                )
-            )
-        return event.finish_reason
+    # a non-streaming client that left has no response: answer nginx's 499 to the closed socket
+    return stream.response or web.Response(status=499, reason="Client Closed Request")
 
 
 def build_app(config: EngineConfig) -> web.Application:
@@ -274,12 +184,12 @@ def build_app(config: EngineConfig) -> web.Application:
     app.router.add_get("/health", health)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/v1/models", models)
-    app.router.add_post("/v1/completions", completions)
-    app.router.add_post("/v1/chat/completions", chat_completions)
-    app.router.add_post("/tokenize", tokenize)
-    app.router.add_post("/detokenize", detokenize)
+    app.router.add_post("/v1/completions", completions, expect_handler=expect_continue)
+    app.router.add_post("/v1/chat/completions", chat_completions, expect_handler=expect_continue)
+    app.router.add_post("/tokenize", tokenize, expect_handler=expect_continue)
+    app.router.add_post("/detokenize", detokenize, expect_handler=expect_continue)
     app.router.add_get("/v1/memory", memory)
-    app.router.add_post("/v1/memory/reset", memory_reset)
+    app.router.add_post("/v1/memory/reset", memory_reset, expect_handler=expect_continue)
     app.router.add_get("/v1/cache/stats", cache_stats)
     app.on_startup.append(start_loading)
     app.on_shutdown.append(drain)

@@ -12,6 +12,9 @@ CHATML_TEMPLATE = (
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
+# Longer texts tokenize through encode_batch, which releases the GIL while it works, so a
+# server tokenizing a huge body on a worker thread keeps its event loop answering.
+RELEASE_GIL_CHARS = 65536
 
 
 def _raise(message: str):
@@ -34,7 +37,11 @@ class Tokenizer:
         return self.backend.get_vocab_size(with_added_tokens=True)
 
     def encode(self, text: str) -> list[int]:
-        ids = self.backend.encode(text, add_special_tokens=False).ids
+        if len(text) > RELEASE_GIL_CHARS:  # encode holds the GIL; the batch calls release it
+            batch = getattr(self.backend, "encode_batch_fast", self.backend.encode_batch)
+            ids = batch([text], add_special_tokens=False)[0].ids
+        else:
+            ids = self.backend.encode(text, add_special_tokens=False).ids
         if self.add_bos and self.bos_id is not None:
             ids = [self.bos_id, *ids]
         return ids

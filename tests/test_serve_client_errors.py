@@ -1,0 +1,163 @@
+"""Client mistakes answer 4xx in the OpenAI shape and count as client_error; auth and binding."""
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import aiohttp
+import pytest
+from test_serve_api import post
+
+from engine_server import ROOT, free_port, metrics
+
+CHAT = "/v1/chat/completions"
+COMPLETIONS = "/v1/completions"
+# (name, path, raw body, status): each answered 500 server_error before
+FORMER_500S = [
+    ("lone surrogate in a prompt", COMPLETIONS, '{"prompt": "a\\ud800b", "max_tokens": 2}', 400),
+    (
+        "lone surrogate in chat content",
+        CHAT,
+        '{"messages": [{"role": "user", "content": "\\ud800"}], "max_tokens": 2}',
+        400,
+    ),
+    ("lone surrogate to /tokenize", "/tokenize", '{"prompt": "\\udfff"}', 400),
+    ("JSON nested 100k deep", COMPLETIONS, "[" * 100_000 + "]" * 100_000, 400),
+    (
+        "a 5000-digit max_tokens",
+        COMPLETIONS,
+        '{"prompt": "hi", "max_tokens": ' + "9" * 5000 + "}",
+        400,
+    ),
+    ("seed -1", COMPLETIONS, '{"prompt": "hi", "max_tokens": 2, "seed": -1}', 400),
+    (
+        "content part text 5",
+        CHAT,
+        '{"messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]}',
+        400,
+    ),
+    ("content part null", CHAT, '{"messages": [{"role": "user", "content": [null]}]}', 400),
+]
+UNSUPPORTED = [
+    {"best_of": 2},
+    {"logprobs": 1},
+    {"echo": True},
+    {"presence_penalty": 0.5},
+    {"frequency_penalty": -1},
+    {"tools": [{"type": "function", "function": {"name": "f"}}]},
+    {"n": 2},
+    {"stop": ["x"] * 5},
+    {"stop": "y" * (256 * 1024 + 1)},
+]
+
+
+def test_former_500s_are_4xx_and_counted_as_client_errors(engine_factory):
+    eng = engine_factory()
+    for name, path, body, status in FORMER_500S:
+        code, answer = post(eng.url + path, body)
+        assert code == status, name
+        assert answer["error"]["type"] == "invalid_request_error", name
+    for extra in UNSUPPORTED:
+        code, answer = post(eng.url + COMPLETIONS, json.dumps({"prompt": "hi", **extra}))
+        assert code == 400 and answer["error"]["param"] in (*extra, "stop"), extra
+    fine = {"prompt": "hi", "max_tokens": 2, "presence_penalty": 0, "logprobs": None, "n": 1}
+    assert post(eng.url + COMPLETIONS, json.dumps(fine))[0] == 200
+    m = metrics(eng.url)
+    assert m['engine_requests_total{outcome="client_error"}'] == len(FORMER_500S) + len(UNSUPPORTED)
+    assert m['engine_requests_total{outcome="error"}'] == 0
+
+
+def test_assistant_tool_call_message_with_null_content_is_accepted(engine_factory):
+    eng = engine_factory()
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    messages = [
+        {"role": "user", "content": "call f"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "user", "content": [{"type": "text", "text": "and now?"}]},
+    ]
+    body = json.dumps({"messages": messages, "max_tokens": 3})
+    assert post(eng.url + CHAT, body)[0] == 200
+
+
+def raw_http(port: int, head: bytes, body: bytes = b"", wait: float = 10) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=wait) as s:
+        s.sendall(head + body)
+        return s.recv(65536)
+
+
+def test_expect_continue_over_the_limit_is_413_and_a_slow_body_408(engine_factory):
+    eng = engine_factory("--read-timeout", "1")
+    head = (
+        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 99999999\r\nExpect: 100-continue\r\n\r\n"
+    )
+    answer = raw_http(eng.port, head)
+    assert answer.startswith(b"HTTP/1.1 413") and b"invalid_request_error" in answer
+    small = head.replace(b"99999999", b"40")
+    assert raw_http(eng.port, small).startswith(b"HTTP/1.1 100 Continue")
+    short = small.replace(b"Expect: 100-continue\r\n", b"")
+    t0 = time.monotonic()
+    answer = raw_http(eng.port, short, b'{"prompt": "hi"')  # 15 of the 40 bytes promised
+    assert answer.startswith(b"HTTP/1.1 408") and time.monotonic() - t0 < 8
+    t0 = time.monotonic()
+    assert raw_http(eng.port, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n") == b""
+    assert time.monotonic() - t0 < 8  # headers never finished: the connection is closed
+
+
+def test_auth_covers_every_endpoint_that_does_work(engine_factory):
+    eng = engine_factory("--api-key", "s3cret")
+    for path, body in [("/tokenize", '{"prompt": "hi"}'), ("/detokenize", '{"tokens": [70]}')]:
+        code, answer = post(eng.url + path, body)
+        assert code == 401 and answer["error"]["code"] == "invalid_api_key", path
+        assert post(eng.url + path, body, {"Authorization": "Bearer s3cret"})[0] == 200
+    with urllib.request.urlopen(eng.url + "/health", timeout=10) as r:
+        assert r.status == 200  # probes stay open
+
+
+def serve(*flags: str, env: dict | None = None) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "engine.cli", "serve", "--model", "tiny", *flags]
+    return subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+def test_empty_api_key_is_refused_and_an_exposed_bind_warns(monkeypatch):
+    monkeypatch.setenv("ENGINE_API_KEY", "from-env")
+    p = serve("--api-key", "", "--port", str(free_port()), env=None)
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 2 and "--api-key must not be empty" in out
+    assert "Traceback" not in out
+    monkeypatch.delenv("ENGINE_API_KEY")
+    p = serve("--host", "0.0.0.0", "--port", str(free_port()))
+    try:
+        deadline, seen = time.monotonic() + 60, ""
+        while "without --api-key" not in seen and time.monotonic() < deadline:
+            seen += p.stdout.readline()
+        assert "WARNING" in seen and "without --api-key" in seen
+    finally:
+        p.terminate()
+        p.wait(15)
+
+
+@pytest.mark.timeout(120)
+def test_client_disconnects_log_one_quiet_line(engine_factory):
+    eng = engine_factory()
+
+    async def leave_mid_stream():
+        async with aiohttp.ClientSession() as s:
+            body = {"prompt": "go", "max_tokens": 3000, "ignore_eos": True, "stream": True}
+            async with s.post(eng.url + COMPLETIONS, json=body) as r:
+                await r.content.readline()
+
+    for _ in range(3):
+        asyncio.run(leave_mid_stream())
+    deadline = time.monotonic() + 20
+    while metrics(eng.url)["engine_running_sequences"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert metrics(eng.url)['engine_requests_total{outcome="cancelled"}'] == 3
+    log = eng.log.read_text()
+    assert "Traceback" not in log and "ERROR" not in log
