@@ -70,7 +70,10 @@ def sweep_result(
 
 def vars_of(phase) -> dict:
     keep = ("prompt_tokens", "max_tokens", "endpoint", "ignore_eos", "temperature", "prefix_tokens")
-    return {k: getattr(phase, k) for k in keep}
+    out = {k: getattr(phase, k) for k in keep}
+    length = phase.prompt_tokens
+    out["prompt_tokens"] = length.value if length.dist == "exact" else length
+    return out
 
 
 def report_stem(result: dict) -> str:
@@ -156,13 +159,14 @@ def verdict_rows(result: dict) -> list[dict]:
 
 
 def counter_rows(result: dict) -> list[dict]:
+    """Per arm and series, the median delta at each level; series that stay 0 are left out."""
     rows = []
     for arm, curve in result["judgement"]["curves"].items():
-        for c in curve:
-            for series, value in c["counters"].items():
-                rows.append(
-                    {"arm": arm, "level": c["name"], "series": series, "value": f"{value:g}"}
-                )
+        for series in sorted({s for c in curve for s in c["counters"]}):
+            values = [c["counters"].get(series) for c in curve]
+            if any(values):
+                cells = ["-" if v is None else f"{v:g}" for v in values]
+                rows.append({"arm": arm, "series": series, "values": cells})
     return rows
 
 
@@ -209,7 +213,7 @@ def write_sweep_report(result: dict, out_dir: Path) -> Path:
 def print_sweep(console: Console, result: dict, report: Path) -> None:
     j = result["judgement"]
     table = Table(
-        title=f"sweep {result['suite']}: "
+        title=f"suite {result['suite']}: "
         + " vs ".join(a["label"] for a in result["arms"].values())
     )
     for col in ("level", "arm", "TTFT p95", "tok/s", "req/s", "errors", "verdict"):
@@ -235,3 +239,10 @@ def print_sweep(console: Console, result: dict, report: Path) -> None:
         console.print(f"- invalid: {line}", highlight=False, markup=False)
     console.print(headline(result).lstrip("# "), highlight=False)
     console.print(f"report: {report}", highlight=False)
+
+
+def rerender_sweep_report(json_path: Path, out_dir: Path | None = None) -> Path:
+    """Render the report and plots again from a saved sweep JSON."""
+    json_path = Path(json_path)
+    result = json.loads(json_path.read_text())
+    return write_sweep_report(result, out_dir if out_dir is not None else json_path.parent)
