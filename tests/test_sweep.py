@@ -142,3 +142,27 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
     assert r.returncode == 2, r.stdout + r.stderr
     assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert "Traceback" not in r.stderr
+
+
+def test_rates_run_open_loop_levels_one_cold_server_each(tmp_path):
+    r = harness_sweep(
+        "--serve-cmd",
+        saturating(4, unique_marker()),
+        "--rates",
+        "4,8",
+        "--requests",
+        "6",
+        "--rounds",
+        "1",
+        "--cold",
+        "level",
+        tmp_path=tmp_path,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    result, _ = result_of(tmp_path)
+    assert result["names"] == ["r4", "r8"] and result["cold"] == "level"
+    assert len(result["runs"]) == 2  # one cold server per level
+    phases = [x["run"]["workload"]["phases"] for x in result["runs"]]
+    assert [(p["name"], p["arrival"], p["rate"], p["clients"]) for (p,) in phases] == [
+        ("r4", "rate", 4.0, 6), ("r8", "rate", 8.0, 6),
+    ]  # fmt: skip
