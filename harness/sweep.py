@@ -127,7 +127,6 @@ class SweepRunner:
     rounds: int = 3
     ready_timeout_s: float = 180.0
     progress: Callable[[str], Progress] = lambda label: Progress()  # noqa: E731
-    on_step: Callable[[], None] = lambda: None  # noqa: E731  (after each cold run)
 
     @property
     def steps(self) -> int:
@@ -156,7 +155,6 @@ class SweepRunner:
                 )
                 run, crash = runner._one(name, i + 1, label)  # ab's cold start and crash record
                 runs.append({"round": i + 1, "arm": name, "run": run})
-                self.on_step()
                 if crash:
                     return {"runs": runs, "crash": crash}
         return {"runs": runs, "crash": crash}
