@@ -27,6 +27,7 @@ TABLE_METRICS = (
     "req_s",
     "errors",
     "peak_rss_bytes",
+    "peak_device_bytes",
 )
 EXIT_MEANING_ONE = {0: "every run was valid", 2: "a run was invalid or the server crashed"}
 
