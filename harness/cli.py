@@ -14,6 +14,7 @@ from rich.console import Console
 
 from harness.arms import ArmError, make_arm
 from harness.cli_ab import EXIT_INVALID, InputError, ab, compare, report
+from harness.cli_sweep import sweep
 from harness.display import LiveProgress, print_run
 from harness.launcher import LaunchError
 from harness.machine import harness_version
@@ -44,6 +45,7 @@ def main() -> None:
 
     \b
     harness ab --base main --head HEAD A/B two refs under load; exit 1 on a regression
+    harness sweep --levels 1,2,4,8     load curves, the knee; A/B them per level
     harness suites                     list the shipped load suites
     harness run --suite smoke          start the reference engine cold and measure it
     harness run --suite smoke --serve-cmd "llama-server -m M.gguf --port {port}"
@@ -162,6 +164,7 @@ def suites() -> None:
 main.add_command(ab)
 main.add_command(compare)
 main.add_command(report)
+main.add_command(sweep)
 
 
 def _terminate(signum, frame) -> None:

@@ -41,6 +41,7 @@ def args_parser() -> argparse.ArgumentParser:
     p.add_argument("--raw-event", default=None, help="send `data: RAW` after the first chunk")
     p.add_argument("--bare-health", action="store_true", help="/health says only status: ok")
     p.add_argument("--tag", default="", help="ignored: tells two otherwise equal commands apart")
+    p.add_argument("--max-streams", type=int, default=0, help="serve N at once; the rest wait")
     return p
 
 
@@ -169,6 +170,17 @@ class Scripted:
         del block
 
 
+def limited(handler, streams: int):
+    """At most `streams` requests inside `handler` at once; the others wait their turn."""
+    slots = asyncio.Semaphore(streams)
+
+    async def wrapped(request: web.Request) -> web.StreamResponse:
+        async with slots:
+            return await handler(request)
+
+    return wrapped
+
+
 def main() -> None:
     opts = args_parser().parse_args()
     if opts.exit_at_start is not None:
@@ -189,8 +201,9 @@ def main() -> None:
         app.router.add_get("/metrics", s.metrics)
     app.router.add_route("*", "/v1/memory", s.memory)
     app.router.add_post("/v1/memory/reset", s.memory)
-    app.router.add_post("/v1/completions", s.complete)
-    app.router.add_post("/v1/chat/completions", s.complete)
+    complete = limited(s.complete, opts.max_streams) if opts.max_streams else s.complete
+    app.router.add_post("/v1/completions", complete)
+    app.router.add_post("/v1/chat/completions", complete)
     print(f"scripted server on port {opts.port}", flush=True)
     web.run_app(app, host="127.0.0.1", port=opts.port, print=None, access_log=None)
 

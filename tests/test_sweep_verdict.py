@@ -1,0 +1,80 @@
+"""The sweep's judgement on hand-made per-level rounds (harness/sweep_verdict.py): the first
+regressing level, the knee moving, INVALID levels, and the one-arm exit codes."""
+
+from harness.knee import Slo
+from harness.sweep_verdict import judge
+
+GATE = {"tok_s": 0.10, "ttft_p95_ms": 0.20}
+
+
+def rec(tok: float, ttft: float, fp: str = "f", valid: bool = True) -> dict:
+    summary = {"tok_s": tok, "ttft_p95_ms": ttft, "req_s": tok / 10}
+    reasons = [] if valid else ["phase 'c4': all 16 requests failed"]
+    return {"fingerprint": fp, "valid": valid, "invalid_reasons": reasons, "summary": summary,
+            "counters": {"engine_decode_steps_total": 10.0}}  # fmt: skip
+
+
+def by_level(base: dict, head: dict | None, rounds: int = 3) -> dict:
+    """base/head: level name -> (tok_s, ttft_p95_ms), repeated with 1% jitter per round."""
+    out = {}
+    for name in base:
+        out[name] = []
+        for i in range(rounds):
+            j = 1 + 0.01 * (i - 1)
+            rnd = {"round": i + 1, "null": None, "base": rec(base[name][0] * j, base[name][1] * j)}
+            if head is not None:
+                rnd["head"] = rec(head[name][0] * j, head[name][1] / j)
+            out[name].append(rnd)
+    return out
+
+
+BASE = {"c1": (10, 50), "c2": (20, 50), "c4": (40, 55), "c8": (41, 200)}
+HEAD = {"c1": (10, 50), "c2": (20, 50), "c4": (21, 150), "c8": (21, 400)}
+
+
+def test_head_that_saturates_earlier_regresses_first_at_four_and_moves_the_knee():
+    j = judge(by_level(BASE, HEAD), [1, 2, 4, 8], ["base", "head"], GATE, 0, [])
+    assert (j["verdict"], j["exit_code"], j["first_regression"]) == ("REGRESSION", 1, "c4")
+    assert set(j["first_regression_metrics"]) == {"tok_s", "ttft_p95_ms"}
+    assert j["knee"] == {"base": 4, "head": 2} and j["knee_moved"]
+    assert j["levels"]["c1"]["verdict"] == "PASS"
+    assert j["curves"]["base"][0]["counters"] == {"engine_decode_steps_total": 10.0}
+
+
+def test_same_curves_pass_with_the_knee_unmoved():
+    j = judge(by_level(BASE, BASE), [1, 2, 4, 8], ["base", "head"], GATE, 0, [])
+    assert (j["verdict"], j["exit_code"], j["first_regression"]) == ("PASS", 0, None)
+    assert j["knee"] == {"base": 4, "head": 4} and not j["knee_moved"]
+
+
+def test_an_invalid_level_makes_the_sweep_invalid_even_beside_a_regression():
+    levels = by_level(BASE, HEAD)
+    levels["c8"][0]["head"] = rec(21, 400, valid=False)
+    j = judge(levels, [1, 2, 4, 8], ["base", "head"], GATE, 0, [])
+    assert (j["verdict"], j["exit_code"]) == ("INVALID", 2)
+    assert any(line.startswith("c8: round 1 head: invalid") for line in j["invalid"])
+
+
+def test_a_level_no_run_reached_after_a_crash_is_invalid():
+    levels = by_level(BASE, HEAD)
+    levels["c8"] = []
+    crash = {"arm": "head", "round": 1, "message": "server exited with code -9 under load"}
+    j = judge(levels, [1, 2, 4, 8], ["base", "head"], GATE, 0, [], crash)
+    assert j["exit_code"] == 2 and j["levels"]["c8"]["invalid"] == ["no run reached this level"]
+
+
+def test_one_arm_is_valid_or_invalid_and_reports_goodput():
+    levels = {n: [{"round": r["round"], "arm": r["base"]} for r in rounds]
+              for n, rounds in by_level(BASE, None).items()}  # fmt: skip
+    slos = [Slo("ttft_p95_ms", 100)]
+    j = judge(levels, [1, 2, 4, 8], ["arm"], GATE, 0, slos)
+    assert (j["verdict"], j["exit_code"], j["knee"], j["goodput"]) == (
+        "VALID",
+        0,
+        {"arm": 4},
+        {"arm": 4},
+    )
+    assert j["slo_met"] == {"arm": [True, True, True, False]}
+    levels["c2"][1]["arm"] = rec(20, 50, valid=False)
+    j = judge(levels, [1, 2, 4, 8], ["arm"], GATE, 0, slos)
+    assert (j["verdict"], j["exit_code"]) == ("INVALID", 2) and j["invalid"][0].startswith("c2:")
