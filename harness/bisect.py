@@ -1,0 +1,94 @@
+"""`harness bisect`'s rules, pure: which metrics the search follows, what one step's A/B says
+about its commit, and which commit to measure next from the marks known so far (git bisect's
+halving, with skipped and unresolved commits stepped around, never guessed)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from harness.verdict import Verdict
+
+
+class Mark(StrEnum):
+    GOOD = "good"  # the followed metrics PASS (or improve) against the good commit
+    BAD = "bad"  # a followed metric REGRESSES against the good commit
+    SKIP = "skip"  # the commit could not be installed, started or served: not measured
+    UNRESOLVED = "unresolved"  # still INCONCLUSIVE at the round cap: not guessed
+
+
+class BisectError(ValueError):
+    """The search cannot start or go on; the message is one line."""
+
+
+@dataclass(frozen=True)
+class Next:
+    """What the search does next: measure commit `test`, or stop. When it stops, `suspects` are
+    the commits the first bad one may be; `culprit` is set when that is exactly one."""
+
+    test: int | None = None
+    suspects: tuple[int, ...] = ()
+
+    @property
+    def culprit(self) -> int | None:
+        return self.suspects[0] if self.test is None and len(self.suspects) == 1 else None
+
+
+def next_step(n: int, marks: dict[int, Mark]) -> Next:
+    """Commits 0..n-1 run oldest to newest; the good commit sits before 0 and n-1 is bad.
+
+    The first bad commit lies in (last good, first bad after it]. Measure the unmarked commit
+    nearest the middle of that range (the older one on a tie), so each step halves it; stop when
+    no unmarked commit is left in it."""
+    if n < 1:
+        raise BisectError("no commits between good and bad")
+    lo = max((i for i, m in marks.items() if m == Mark.GOOD), default=-1)
+    hi = min((i for i, m in marks.items() if m == Mark.BAD and i > lo), default=n - 1)
+    open_ = [i for i in range(lo + 1, hi) if i not in marks]
+    if not open_:
+        return Next(None, tuple(range(lo + 1, hi + 1)))
+    mid = (lo + hi) / 2
+    return Next(min(open_, key=lambda i: (abs(i - mid), i)))
+
+
+def followed_metrics(comparison: dict, asked: tuple[str, ...] = ()) -> list[str]:
+    """The metrics the search follows: those asked for, else every gated metric on which bad
+    regresses against good. BisectError (the reason) when bad does not regress on them."""
+    if comparison["invalid"]:
+        raise BisectError(f"good vs bad is invalid: {comparison['invalid'][0]}")
+    verdicts = {m["name"]: str(m["verdict"]) for m in comparison["metrics"]}
+    unknown = [a for a in asked if a not in verdicts]
+    if unknown:
+        raise BisectError(
+            f"--metric {unknown[0]} is not gated by the suite (gated: {', '.join(verdicts)})"
+        )
+    names = list(asked) or [n for n, v in verdicts.items() if v == Verdict.REGRESSION]
+    not_regressed = [f"{n} {verdicts[n]}" for n in names if verdicts[n] != Verdict.REGRESSION]
+    if not names or not_regressed:
+        said = ", ".join(not_regressed or [f"{n} {v}" for n, v in verdicts.items()])
+        raise BisectError(f"bad does not regress against good ({said}): nothing to bisect")
+    return names
+
+
+def _arm_failed(rounds: list[dict], arm: str) -> bool:
+    return any(rnd.get(arm) is None or not rnd[arm].get("valid", False) for rnd in rounds)
+
+
+def judge_step(step: dict, metrics: list[str]) -> tuple[Mark, str]:
+    """Mark a candidate from its A/B against good (`step` is ab.py's outcome: rounds, crash,
+    comparison). BisectError when the good arm itself failed: nothing can be measured then."""
+    crash, rounds = step.get("crash"), step["rounds"]
+    if (crash and crash["arm"] == "base") or _arm_failed(rounds, "base"):
+        why = crash["message"] if crash and crash["arm"] == "base" else "an invalid run"
+        raise BisectError(f"the good commit failed while measuring a candidate: {why}")
+    if crash or _arm_failed(rounds, "head"):
+        invalid = step["comparison"]["invalid"]
+        return Mark.SKIP, crash["message"] if crash else invalid[0] if invalid else "invalid run"
+    by_name = {m["name"]: m for m in step["comparison"]["metrics"]}
+    verdicts = {n: str(by_name[n]["verdict"]) for n in metrics}
+    said = ", ".join(f"{n} {v}" for n, v in verdicts.items())
+    if Verdict.REGRESSION in verdicts.values():
+        return Mark.BAD, said
+    if all(v in (Verdict.PASS, Verdict.IMPROVEMENT) for v in verdicts.values()):
+        return Mark.GOOD, said
+    return Mark.UNRESOLVED, said
