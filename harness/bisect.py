@@ -70,11 +70,54 @@ def followed_metrics(comparison: dict, asked: tuple[str, ...] = ()) -> list[str]
     return names
 
 
+def confirm_needs_rounds(comparison: dict, asked: tuple[str, ...] = ()) -> bool:
+    """More rounds for the good-vs-bad confirmation while nothing is settled: an asked metric
+    is INCONCLUSIVE, or (none asked) no gated metric regresses yet and one is INCONCLUSIVE."""
+    if comparison["invalid"]:
+        return False
+    verdicts = {m["name"]: str(m["verdict"]) for m in comparison["metrics"]}
+    if asked:
+        return any(verdicts.get(a) == Verdict.INCONCLUSIVE for a in asked)
+    values = set(verdicts.values())
+    return Verdict.REGRESSION not in values and Verdict.INCONCLUSIVE in values
+
+
+def _below_confirmed(m: dict, confirmed: dict | None) -> bool:
+    """The candidate's bad-side bound is short of bad's near bound: with 95% confidence it
+    does not carry the confirmed regression."""
+    if confirmed is None or None in (m["ci_low"], m["ci_high"]):
+        return False
+    if m["lower_is_better"]:
+        return confirmed["ci_low"] is not None and m["ci_high"] < confirmed["ci_low"]
+    return confirmed["ci_high"] is not None and m["ci_low"] > confirmed["ci_high"]
+
+
+def mark_metrics(
+    metrics: list[dict], followed: list[str], confirmed: dict[str, dict] | None = None
+) -> tuple[Mark, str]:
+    """BAD when a followed metric REGRESSES against good; GOOD when each one PASSES (or improves)
+    or its interval excludes bad's confirmed regression (`confirmed`: good-vs-bad's metric
+    results by name); UNRESOLVED otherwise."""
+    by_name = {m["name"]: m for m in metrics}
+    shown = [by_name[n] for n in followed]
+    said = ", ".join(f"{m['name']} {m['verdict']}" for m in shown)
+    if any(m["verdict"] == Verdict.REGRESSION for m in shown):
+        return Mark.BAD, said
+    clear = [
+        m["verdict"] in (Verdict.PASS, Verdict.IMPROVEMENT)
+        or _below_confirmed(m, (confirmed or {}).get(m["name"]))
+        for m in shown
+    ]
+    return (Mark.GOOD if all(clear) else Mark.UNRESOLVED), said
+
+
 def _arm_failed(rounds: list[dict], arm: str) -> bool:
     return any(rnd.get(arm) is None or not rnd[arm].get("valid", False) for rnd in rounds)
 
 
-def judge_step(step: dict, metrics: list[str]) -> tuple[Mark, str]:
+def judge_step(
+    step: dict, followed: list[str], confirmed: dict[str, dict] | None = None
+) -> tuple[Mark, str]:
     """Mark a candidate from its A/B against good (`step` is ab.py's outcome: rounds, crash,
     comparison). BisectError when the good arm itself failed: nothing can be measured then."""
     crash, rounds = step.get("crash"), step["rounds"]
@@ -84,11 +127,4 @@ def judge_step(step: dict, metrics: list[str]) -> tuple[Mark, str]:
     if crash or _arm_failed(rounds, "head"):
         invalid = step["comparison"]["invalid"]
         return Mark.SKIP, crash["message"] if crash else invalid[0] if invalid else "invalid run"
-    by_name = {m["name"]: m for m in step["comparison"]["metrics"]}
-    verdicts = {n: str(by_name[n]["verdict"]) for n in metrics}
-    said = ", ".join(f"{n} {v}" for n, v in verdicts.items())
-    if Verdict.REGRESSION in verdicts.values():
-        return Mark.BAD, said
-    if all(v in (Verdict.PASS, Verdict.IMPROVEMENT) for v in verdicts.values()):
-        return Mark.GOOD, said
-    return Mark.UNRESOLVED, said
+    return mark_metrics(step["comparison"]["metrics"], followed, confirmed)

@@ -12,12 +12,22 @@ from pathlib import Path
 
 from harness.ab import ABRunner, Side, ab_result, plan_arm
 from harness.arms import ArmError
-from harness.bisect import BisectError, Mark, followed_metrics, judge_step, next_step
-from harness.compare import ComparisonError
+from harness.bisect import (
+    BisectError,
+    Mark,
+    confirm_needs_rounds,
+    followed_metrics,
+    judge_step,
+    mark_metrics,
+    next_step,
+)
+from harness.compare import INVALID, Comparison, ComparisonError
 from harness.history import Commit
 from harness.phase import Progress
 from harness.suite import Suite
 from harness.worktrees import RefError
+
+MoreRounds = Callable[[Comparison], bool]
 
 
 @dataclass
@@ -58,7 +68,9 @@ class Bisector:
     progress: Callable[[str], Progress] = lambda label: Progress()  # noqa: E731
     announce: Callable[[Step, list[str]], None] = lambda step, metrics: None  # noqa: E731
 
-    def measure(self, role: str, base: Commit, head: Commit, suite: Suite) -> Step:
+    def measure(
+        self, role: str, base: Commit, head: Commit, suite: Suite, more: MoreRounds
+    ) -> Step:
         """One A/B; a head arm that cannot be built or compared comes back with result None."""
         started = time.monotonic()
         plans = {"base": self._plan("base", base, suite)}
@@ -66,15 +78,15 @@ class Bisector:
             plans["head"] = self._plan("head", head, suite)
         except (RefError, ArmError) as e:
             return Step(role, base, head, time.monotonic() - started, None, Mark.SKIP, str(e))
-        log_dir = self.log_dir / f"{role}-{head.short}"
         runner = ABRunner(
             suite,
             plans,
-            log_dir,
+            self.log_dir / f"{role}-{head.short}",
             self.rounds,
             self.max_rounds,
             self.ready_timeout_s,
             progress=self.progress,
+            more_rounds=more,
         )
         try:
             outcome = runner.run()
@@ -94,18 +106,26 @@ class Bisector:
         (or only skipped and unresolved ones); BisectError when there is nothing to bisect."""
         bad = commits[-1]
         confirm_suite = self._gated(asked) if asked else self.suite
-        confirm = self.measure("confirm", good, bad, confirm_suite)
+        confirm = self.measure(
+            "confirm", good, bad, confirm_suite, lambda c: confirm_needs_rounds(c.to_dict(), asked)
+        )
         if confirm.result is None:
             raise BisectError(f"bad {bad.short} cannot be measured: {confirm.reason}")
         metrics = followed_metrics(confirm.result["comparison"], asked)
         confirm.mark, confirm.reason = judge_step(confirm.result, metrics)
         self.announce(confirm, metrics)
+        confirmed = {m["name"]: m for m in confirm.result["comparison"]["metrics"]}
+
+        def unsettled(c: Comparison) -> bool:
+            marked = mark_metrics(c.to_dict()["metrics"], metrics, confirmed)[0]
+            return c.verdict != INVALID and marked == Mark.UNRESOLVED
+
         suite = self._gated(tuple(metrics))
         steps, marks = [confirm], {len(commits) - 1: Mark.BAD}
         while (nxt := next_step(len(commits), marks)).test is not None:
-            step = self.measure("step", good, commits[nxt.test], suite)
+            step = self.measure("step", good, commits[nxt.test], suite, unsettled)
             if step.result is not None:
-                step.mark, step.reason = judge_step(step.result, metrics)
+                step.mark, step.reason = judge_step(step.result, metrics, confirmed)
             marks[nxt.test] = step.mark
             steps.append(step)
             self.announce(step, metrics)
@@ -113,23 +133,20 @@ class Bisector:
         if nxt.culprit is not None:
             out.culprit = commits[nxt.culprit]
             parent = commits[nxt.culprit - 1] if nxt.culprit > 0 else good
-            out.final = self._final(parent, out.culprit, steps, suite)
-            if out.final.role == "final":
+            out.final = next((s for s in steps if (s.base, s.head) == (parent, out.culprit)), None)
+            if out.final is None:  # the step already measured is the final A/B when parent is good
+                out.final = self.measure("final", parent, out.culprit, suite, unsettled)
+                self._judge_final(out.final, metrics, confirmed)
                 self.announce(out.final, metrics)
         return out
 
-    def _final(self, parent: Commit, culprit: Commit, steps: list[Step], suite: Suite) -> Step:
-        """The culprit against its parent: the step already measured when the parent is good."""
-        for step in steps:
-            if step.base == parent and step.head == culprit and step.result is not None:
-                return step
-        final = self.measure("final", parent, culprit, suite)
+    @staticmethod
+    def _judge_final(final: Step, metrics: list[str], confirmed: dict) -> None:
         if final.result is not None:
             try:
-                final.mark, final.reason = judge_step(final.result, list(suite.gate))
+                final.mark, final.reason = judge_step(final.result, metrics, confirmed)
             except BisectError as e:  # the parent failed this time: keep the A/B, say so
                 final.reason = str(e)
-        return final
 
     def _gated(self, metrics: tuple[str, ...]) -> Suite:
         """The suite gating only `metrics` (rounds are added while one of them is INCONCLUSIVE)."""

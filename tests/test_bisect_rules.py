@@ -6,7 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from harness.bisect import BisectError, Mark, followed_metrics, judge_step, next_step
+from harness.bisect import (
+    BisectError,
+    Mark,
+    confirm_needs_rounds,
+    followed_metrics,
+    judge_step,
+    mark_metrics,
+    next_step,
+)
 from harness.bisect_run import Bisector, Step
 from harness.history import Commit
 from harness.suite import load_suite
@@ -74,11 +82,14 @@ def test_no_commits_is_an_error():
         next_step(0, {})
 
 
+def metric(name: str, verdict: str, ci=(0.9, 1.1)) -> dict:
+    lower = name != "tok_s"
+    return {"name": name, "verdict": verdict, "ratio": 1.0, "ci_low": ci[0], "ci_high": ci[1],
+            "lower_is_better": lower}  # fmt: skip
+
+
 def comparison(invalid=(), **verdicts) -> dict:
-    metrics = [
-        {"name": n, "verdict": v, "ratio": 1.0, "ci_low": 0.9, "ci_high": 1.1}
-        for n, v in verdicts.items()
-    ]
+    metrics = [metric(n, v) for n, v in verdicts.items()]
     return {"invalid": list(invalid), "metrics": metrics, "rounds": 3}
 
 
@@ -126,6 +137,33 @@ def test_a_step_is_marked_by_the_followed_metric(verdict, mark):
     assert judge_step(step(verdict), ["ttft_p95_ms"])[0] == mark
 
 
+def test_a_wide_interval_short_of_bads_regression_is_good():
+    confirmed = {"ttft_p95_ms": metric("ttft_p95_ms", "REGRESSION", (2.4, 9.0)),
+                 "tok_s": metric("tok_s", "REGRESSION", (0.2, 0.5))}  # fmt: skip
+    wide = [metric("ttft_p95_ms", "INCONCLUSIVE", (0.5, 1.3))]
+    assert mark_metrics(wide, ["ttft_p95_ms"])[0] == Mark.UNRESOLVED  # the gate alone: unsure
+    assert mark_metrics(wide, ["ttft_p95_ms"], confirmed)[0] == Mark.GOOD
+    reaching = [metric("ttft_p95_ms", "INCONCLUSIVE", (0.9, 2.5))]
+    assert mark_metrics(reaching, ["ttft_p95_ms"], confirmed)[0] == Mark.UNRESOLVED
+    slower = [metric("tok_s", "INCONCLUSIVE", (0.6, 1.1))]  # higher is better: flipped
+    assert mark_metrics(slower, ["tok_s"], confirmed)[0] == Mark.GOOD
+    assert (
+        mark_metrics([metric("tok_s", "INCONCLUSIVE", (0.45, 1.1))], ["tok_s"], confirmed)[0]
+        == Mark.UNRESOLVED
+    )
+    partial = [metric("ttft_p95_ms", "REGRESSION", (1.3, 1.6))]  # a smaller regression is bad
+    assert mark_metrics(partial, ["ttft_p95_ms"], confirmed)[0] == Mark.BAD
+
+
+def test_the_confirmation_adds_rounds_only_while_nothing_is_settled():
+    assert confirm_needs_rounds(comparison(ttft_p95_ms="INCONCLUSIVE", tok_s="PASS"))
+    assert not confirm_needs_rounds(comparison(ttft_p95_ms="REGRESSION", tok_s="INCONCLUSIVE"))
+    assert confirm_needs_rounds(
+        comparison(ttft_p95_ms="REGRESSION", tok_s="INCONCLUSIVE"), ("tok_s",)
+    )
+    assert not confirm_needs_rounds(comparison(["crash"], ttft_p95_ms="INCONCLUSIVE"))
+
+
 def test_a_candidate_that_cannot_start_or_serve_is_skipped():
     mark, why = judge_step(step("n/a", crash_arm="head"), ["ttft_p95_ms"])
     assert mark == Mark.SKIP and "head exited" in why
@@ -145,7 +183,7 @@ class ScriptedBisector(Bisector):
     broken: frozenset = frozenset()
     index: dict = {}
 
-    def measure(self, role, base, head, suite):
+    def measure(self, role, base, head, suite, more):
         if head.sha in self.broken:
             return Step(role, base, head, 0.1, None, Mark.SKIP, "install failed")
         bad = self.index[head.sha] >= self.culprit and self.index.get(base.sha, -1) < self.culprit
