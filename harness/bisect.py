@@ -124,7 +124,10 @@ def judge_step(
     if (crash and crash["arm"] == "base") or _arm_failed(rounds, "base"):
         why = crash["message"] if crash and crash["arm"] == "base" else "an invalid run"
         raise BisectError(f"the good commit failed while measuring a candidate: {why}")
-    if crash or _arm_failed(rounds, "head"):
+    if crash:
+        last = (crash.get("log_tail") or "").strip().splitlines()[-1:]
+        return Mark.SKIP, ": ".join([crash["message"], *last])
+    if _arm_failed(rounds, "head"):
         invalid = step["comparison"]["invalid"]
-        return Mark.SKIP, crash["message"] if crash else invalid[0] if invalid else "invalid run"
+        return Mark.SKIP, invalid[0] if invalid else "invalid run"
     return mark_metrics(step["comparison"]["metrics"], followed, confirmed)

@@ -5,6 +5,7 @@ rules pick the commits and read the verdicts."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from harness.bisect import (
 from harness.compare import INVALID, Comparison, ComparisonError
 from harness.history import Commit
 from harness.phase import Progress
+from harness.report import to_plain
 from harness.suite import Suite
 from harness.worktrees import RefError
 
@@ -93,6 +95,9 @@ class Bisector:
         except ComparisonError as e:
             return Step(role, base, head, time.monotonic() - started, None, Mark.SKIP, str(e))
         result = ab_result(suite, plans, outcome, self.command)
+        # kept as it goes, so an interrupted bisect still shows what each step measured
+        runner.log_dir.mkdir(parents=True, exist_ok=True)
+        (runner.log_dir / "comparison.json").write_text(json.dumps(to_plain(outcome["comparison"])))
         return Step(role, base, head, time.monotonic() - started, result)
 
     def _plan(self, name: str, commit: Commit, suite: Suite):

@@ -144,6 +144,9 @@ def bisect(
         good = commit_info(repo, good_ref)
     except (SuiteError, RefError) as e:
         raise InputError(str(e)) from None
+    if unknown := [m for m in metrics if m not in suite.gate]:
+        gated = ", ".join(suite.gate)
+        raise InputError(f"--metric {unknown[0]} is not gated by suite {suite.name} ({gated})")
     command = "harness " + " ".join(shlex.quote(a) for a in sys.argv[1:])
 
     def announce(step: Step, followed: list[str]) -> None:
