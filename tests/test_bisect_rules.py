@@ -1,6 +1,7 @@
 """`harness bisect`'s pure rules: the halving search (with skipped and unresolved commits), the
 metrics it follows, how one step's A/B marks its commit, and the search loop above ab.py."""
 
+import json
 import math
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from harness.bisect import (
     mark_metrics,
     next_step,
 )
+from harness.bisect_report import headline, summary, write_bisect_report
 from harness.bisect_run import Bisector, Step
 from harness.history import Commit
 from harness.suite import load_suite
@@ -181,25 +183,29 @@ class ScriptedBisector(Bisector):
 
     culprit: int = 0
     broken: frozenset = frozenset()
+    unsure: frozenset = frozenset()
     index: dict = {}
 
     def measure(self, role, base, head, suite, more):
         if head.sha in self.broken:
             return Step(role, base, head, 0.1, None, Mark.SKIP, "install failed")
         bad = self.index[head.sha] >= self.culprit and self.index.get(base.sha, -1) < self.culprit
-        verdict = "REGRESSION" if bad else "PASS"
+        verdict = "REGRESSION" if bad else "INCONCLUSIVE" if head.sha in self.unsure else "PASS"
         rnd = {"round": 1, "base": {"valid": True}, "head": {"valid": True}}
         gated = {m: "PASS" for m in suite.gate} | {"ttft_p95_ms": verdict}
         result = {"rounds": [rnd], "crash": None, "comparison": comparison(**gated)}
         return Step(role, base, head, 1.0, result | {"gate": dict(suite.gate)})
 
 
-def scripted_bisector(n: int, culprit: int, broken=()) -> tuple[ScriptedBisector, list, Commit]:
+def scripted_bisector(
+    n: int, culprit: int, broken=(), unsure=()
+) -> tuple[ScriptedBisector, list, Commit]:
     good = Commit("g" * 40, "good")
     commits = [Commit(f"{i:040d}", f"commit {i}") for i in range(n)]
     b = ScriptedBisector(Path("."), load_suite("boundary-spill"), Path("logs"))
     b.culprit, b.index = culprit, {c.sha: i for i, c in enumerate(commits)}
     b.broken = frozenset(commits[i].sha for i in broken)
+    b.unsure = frozenset(commits[i].sha for i in unsure)
     return b, commits, good
 
 
@@ -229,3 +235,20 @@ def test_the_loop_refuses_when_bad_does_not_regress():
     b, commits, good = scripted_bisector(4, 99)
     with pytest.raises(BisectError, match="does not regress"):
         b.run(good, commits)
+
+
+def test_skipped_and_unresolved_neighbours_leave_suspects_and_the_report_says_so(tmp_path):
+    b, commits, good = scripted_bisector(7, 3, broken=[1], unsure=[2])
+    out = b.run(good, commits)
+    assert out.culprit is None and out.final is None
+    assert out.suspects == commits[1:4]
+    data = summary(out, "boundary-spill", good, "harness bisect ...")
+    assert headline(data).startswith("no single first bad commit: it is one of")
+    assert [s["head"]["sha"] for s in data["skipped"]] == [commits[1].sha]
+    assert [s["head"]["sha"] for s in data["unresolved"]] == [commits[2].sha]
+    md = write_bisect_report(data, None, tmp_path)
+    text = md.read_text()
+    assert md.name.startswith(data["created"][:10] + "-bisect-boundary-spill-")
+    assert text.startswith("# no single first bad commit")
+    assert "unresolved `" + commits[2].short in text and "skipped `" + commits[1].short in text
+    assert json.loads(md.with_suffix(".json").read_text())["suspects"][2]["sha"] == commits[3].sha
