@@ -130,9 +130,10 @@ def bisect(
 
     First confirms that bad regresses against good (else exit 2 with the reason), then
     halves bad's first-parent history: each step A/Bs one commit against good with the same
-    rounds and statistics and marks it good or bad. A commit that cannot be installed,
-    started or served is skipped; one still INCONCLUSIVE after --max-rounds is unresolved;
-    neither is guessed. Prints "first bad commit: SHA SUBJECT" and writes
+    rounds and statistics. It is bad when a followed metric regresses, good when each one
+    passes or its CI excludes bad's confirmed regression (docs/ci.md). A commit that cannot
+    be installed, started or served is skipped; one still undecided after --max-rounds is
+    unresolved; neither is guessed. Prints "first bad commit: SHA SUBJECT" and writes
     results/DATE-bisect-SUITE-GOOD-BAD.md with the path and the culprit's A/B against its
     parent. Exit 0 when a first bad commit is named, 2 when it cannot be.
     """
