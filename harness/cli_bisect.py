@@ -125,7 +125,7 @@ def bisect(
     """Name the commit that introduced a regression (binary search, one A/B per step).
 
     \b
-    harness bisect --good v0.3 --bad main --suite boundary-spill
+    harness bisect --good main~8 --bad main --suite boundary-spill
     harness bisect --good origin/main~20 --suite long-transient --metric peak_rss_bytes
 
     First confirms that bad regresses against good (else exit 2 with the reason), then
