@@ -53,7 +53,7 @@ def spills(ab: dict, arm: str) -> list[float]:
 # but lets a client starved on a loaded machine land its burst in one cohort: late arrivals
 # otherwise make good look like bad in some rounds (A/A CIs of [0.2, 4.8] were measured).
 TINY = ("--suite", "boundary-spill", "--model", "tiny", "--flags", "--batch-window-ms 2000",
-        "--rounds", "3", "--max-rounds", "5")  # fmt: skip
+        "--rounds", "3", "--max-rounds", "9")  # fmt: skip
 
 
 @pytest.mark.timeout(3000)
