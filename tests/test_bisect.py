@@ -22,7 +22,7 @@ HARMLESS = [
     ("suites: comment smoke", "suites/smoke.toml", None, "\n# smoke\n"),
     ("docs: ci note", "docs/ci.md", None, "\nSee bisect.\n"),
 ]  # fmt: skip
-BROKEN = ("engine/cli.py", '"""', 'import engine.experimental_scheduler  # noqa\n"""')
+BROKEN = ("engine/cli.py", "\nimport sys\n", "\nimport sys\nimport engine.experimental_scheduler\n")
 
 
 def bisect(
