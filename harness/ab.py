@@ -163,6 +163,7 @@ class ABRunner:
     max_rounds: int = 10
     ready_timeout_s: float = 120.0
     progress: Callable[[str], Progress] = lambda label: Progress()  # noqa: E731
+    more_rounds: Callable[[Comparison], bool] = needs_more_rounds  # add two rounds while true
 
     def run(self) -> dict:
         names = [n for n in ("base", "head", "null") if n in self.plans]
@@ -178,7 +179,7 @@ class ABRunner:
             rounds.append(record)
             if len(rounds) == target < self.max_rounds and crash is None:
                 interim = self._compare(rounds, None)
-                if needs_more_rounds(interim):
+                if self.more_rounds(interim):
                     target = min(self.max_rounds, target + 2)
         return {
             "rounds": rounds,

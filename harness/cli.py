@@ -15,6 +15,7 @@ from rich.console import Console
 from harness.arms import ArmError, make_arm
 from harness.cli_ab import EXIT_INVALID, InputError, ab, compare, report
 from harness.cli_sweep import sweep
+from harness.cli_bisect import bisect
 from harness.display import LiveProgress, print_run
 from harness.launcher import LaunchError
 from harness.machine import harness_version
@@ -46,6 +47,7 @@ def main() -> None:
     \b
     harness ab --base main --head HEAD A/B two refs under load; exit 1 on a regression
     harness sweep --levels 1,2,4,8     load curves, the knee; A/B them per level
+    harness bisect --good REF          name the commit that introduced a regression
     harness suites                     list the shipped load suites
     harness run --suite smoke          start the reference engine cold and measure it
     harness run --suite smoke --serve-cmd "llama-server -m M.gguf --port {port}"
@@ -165,6 +167,7 @@ main.add_command(ab)
 main.add_command(compare)
 main.add_command(report)
 main.add_command(sweep)
+main.add_command(bisect)
 
 
 def _terminate(signum, frame) -> None:
