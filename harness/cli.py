@@ -14,8 +14,8 @@ from rich.console import Console
 
 from harness.arms import ArmError, make_arm
 from harness.cli_ab import EXIT_INVALID, InputError, ab, compare, report
-from harness.cli_sweep import sweep
 from harness.cli_bisect import bisect
+from harness.cli_sweep import sweep
 from harness.display import LiveProgress, print_run
 from harness.launcher import LaunchError
 from harness.machine import harness_version
