@@ -11,6 +11,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from harness import tables
+from harness.engagement import engagement
 from harness.plots import plot_rss, plot_ttft
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"  # the repo's templates/
@@ -67,7 +68,7 @@ def render_markdown(ab: dict, plots: dict[str, str]) -> str:
     env.filters["cell"] = _cell
     comparison = ab["comparison"]
     arms, arm_warnings = tables.arm_sections(ab)
-    counter_arms, counter_rows = tables.counter_table(ab["rounds"])
+    counter_arms, counter_rows, counter_folded = engagement(ab["rounds"])
     machine, load, machine_warnings = tables.machine_and_load(ab)
     return env.get_template("report.md.j2").render(
         ab=ab,
@@ -81,6 +82,7 @@ def render_markdown(ab: dict, plots: dict[str, str]) -> str:
         arms=arms,
         counter_arms=counter_arms,
         counter_rows=counter_rows,
+        counter_folded=counter_folded,
         machine=machine,
         load=load,
         warnings=comparison["warnings"]
@@ -98,9 +100,9 @@ def write_report(ab_result: dict, out_dir: Path) -> Path:
     stem = report_stem(ab)
     labels = {"base": ab["base"]["label"], "head": ab["head"]["label"], "null": "base again"}
     plots = {"rss": f"{stem}-rss.png", "ttft": f"{stem}-ttft.png"}
+    (out_dir / f"{stem}.json").write_text(json.dumps(ab, indent=1) + "\n")  # first: the data
     plot_rss(ab["rounds"], labels, out_dir / plots["rss"])
     plot_ttft(ab["rounds"], labels, out_dir / plots["ttft"])
-    (out_dir / f"{stem}.json").write_text(json.dumps(ab, indent=1) + "\n")
     md = out_dir / f"{stem}.md"
     md.write_text(render_markdown(ab, plots))
     return md

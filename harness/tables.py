@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 from statistics import median
 
-import pandas as pd
-
 from harness.compare import EXIT_MEANING
 
 KEY_METRICS = ("ttft_p50_ms", "ttft_p95_ms", "e2e_p50_ms", "tok_s", "peak_rss_bytes", "errors")
@@ -154,32 +152,6 @@ def arm_sections(ab: dict) -> tuple[list[dict], list[str]]:
             }
         )
     return sections, warnings
-
-
-def counter_table(rounds: list[dict]) -> tuple[list[str], list[dict]]:
-    """Mean counter delta per (phase, series) for each arm, over that arm's runs."""
-    records = [
-        {"arm": arm, "phase": phase, "series": series, "value": value}
-        for arm in ARM_ORDER
-        for run in _runs(rounds, arm)
-        for phase, deltas in (run.get("counters") or {}).items()
-        for series, value in deltas.items()
-    ]
-    if not records:
-        return [], []
-    frame = pd.DataFrame(records).pivot_table(
-        index=["phase", "series"], columns="arm", values="value", aggfunc="mean", sort=False
-    )
-    arms = [a for a in ARM_ORDER if a in frame.columns]
-    rows = [
-        {"phase": phase, "series": series, "means": [_fmt_mean(row[a]) for a in arms]}
-        for (phase, series), row in frame.iterrows()
-    ]
-    return arms, rows
-
-
-def _fmt_mean(v: float) -> str:
-    return "—" if pd.isna(v) else f"{v:g}"
 
 
 def machine_and_load(ab: dict) -> tuple[dict, dict, list[str]]:
