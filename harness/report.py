@@ -70,6 +70,7 @@ def render_markdown(ab: dict, plots: dict[str, str]) -> str:
     arms, arm_warnings = tables.arm_sections(ab)
     counter_arms, counter_rows, counter_folded = engagement(ab["rounds"])
     machine, load, machine_warnings = tables.machine_and_load(ab)
+    load |= tables.sampler_and_prompts(ab)
     return env.get_template("report.md.j2").render(
         ab=ab,
         comparison=comparison,

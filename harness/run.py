@@ -102,6 +102,7 @@ def run_arm(
         "sampler": {
             "hz": sampler.hz if sampler else None,
             "samples": len(timeline.t) if timeline else 0,
+            **(timeline.achieved() if timeline else {"achieved_hz": None, "max_gap_s": None}),
             "exact_peak": "VmHWM" if HWM_SUPPORTED and sampler else "unavailable",
         },
         "prompt_tokenizer": extras.get("tokenizer"),

@@ -161,3 +161,28 @@ def machine_and_load(ab: dict) -> tuple[dict, dict, list[str]]:
     load = {"fingerprint": runs[0].get("fingerprint") if runs else None, **ab.get("load", {})}
     load["requests per run (median)"] = median([len(r.get("requests", [])) for r in runs] or [0])
     return (runs[0].get("machine", {}) if runs else {}), load, warnings
+
+
+def sampler_and_prompts(ab: dict) -> dict[str, str]:
+    """Per arm: the RSS sampler's achieved rate and longest gap (the worst run), and who
+    counted the prompt tokens (exact, or where the harness had to approximate)."""
+    out = {}
+    for arm in ARM_ORDER:
+        runs = _runs(ab["rounds"], arm)
+        if not runs:
+            continue
+        rates = [r.get("sampler", {}).get("achieved_hz") for r in runs]
+        gaps = [r.get("sampler", {}).get("max_gap_s") for r in runs]
+        rates, gaps = [x for x in rates if x], [x for x in gaps if x is not None]
+        target = runs[0].get("sampler", {}).get("hz")
+        if rates:
+            out[f"RSS sampler, {arm}"] = (
+                f"{min(rates):.0f}-{max(rates):.0f} Hz achieved (target {target:.0f}), "
+                f"longest gap {max(gaps):.3f} s"
+            )
+        sources = sorted({r.get("prompt_tokenizer") or "?" for r in runs})
+        exact = all(r.get("prompt_tokens_exact") for r in runs)
+        out[f"prompt tokens, {arm}"] = (
+            f"{'exact' if exact else 'APPROXIMATED'}, counted by {', '.join(sources)}"
+        )
+    return out
