@@ -1,7 +1,7 @@
 """`harness ab` paths beyond A/A and a seeded regression, end to end on the scripted server and
 the tiny engine: a workload mismatch caught after the first round with every run kept, the
-null arm, rounds added while INCONCLUSIVE, per-arm environments, an arm serving the wrong
-commit, and the `compare` and `report` verbs on the saved result."""
+null arm, rounds added while INCONCLUSIVE, --isolated, per-arm environments, an arm serving the
+wrong commit, and the `compare` and `report` verbs on the saved result."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 
 from harness_helpers import REPO, scripted, unique_marker, wait_no_survivors, write_suite
+
+from harness.worktrees import checkout
 
 SUITE = """
 model = "scripted"
@@ -109,15 +111,26 @@ ttft_p50_ms = 0.5
 """
 
 
-def test_per_arm_env_reaches_its_server_and_a_wrong_commit_is_invalid(tmp_path):
+def test_isolated_env_and_wrong_commit(tmp_path, monkeypatch):
+    """--isolated serves each ref with its checkout's own .venv (here a stand-in that logs its
+    use, instead of a 3-minute install per sha), --base-env/--head-env reach their own server
+    only, and an arm that reports another commit than it was built from is INVALID."""
+    monkeypatch.setenv("SERVEGATE_CACHE", str(tmp_path / "cache"))
+    co = checkout(REPO, "HEAD")
+    used = tmp_path / "isolated-python-used"
+    python = co.path / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text(f'#!/bin/sh\necho "$@" >> {used}\nexec {sys.executable} "$@"\n')
+    python.chmod(0o755)
     suite = write_suite(tmp_path, TINY)
     out = tmp_path / "results"
     r = harness("ab", "--quiet", "--suite", str(suite), "--rounds", "2", "--max-rounds", "2",
-                "--base", "HEAD", "--head", "HEAD", "--out-dir", str(out),
+                "--base", "HEAD", "--head", "HEAD", "--isolated", "--out-dir", str(out),
                 "--base-env", "ENGINE_BATCH_WINDOW_MS=7",
                 "--head-env", "SERVEGATE_COMMIT=0000000000000000000000000000000000000000",
                 tmp_path=tmp_path)  # fmt: skip
     assert r.returncode == 2, r.stdout + r.stderr
+    assert len(used.read_text().splitlines()) == 4  # every server of both arms
     ab = saved(out)
     for rnd in ab["rounds"]:
         assert rnd["base"]["valid"] and rnd["base"]["server"]["config"]["batch_window_ms"] == 7
@@ -125,3 +138,19 @@ def test_per_arm_env_reaches_its_server_and_a_wrong_commit_is_invalid(tmp_path):
         assert not rnd["head"]["valid"]
         assert rnd["head"]["invalid_reasons"][-1].startswith("head served commit 0000000")
     assert ab["comparison"]["verdict"] == "INVALID"
+
+
+def test_isolated_without_an_install_script_is_one_line_exit_2(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "README").write_text("no install script here\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "x"]):
+        subprocess.run([*git, *args], check=True, capture_output=True)
+    env = {**os.environ, "SERVEGATE_CACHE": str(tmp_path / "cache")}
+    r = subprocess.run(
+        [sys.executable, "-m", "harness", "ab", "--isolated", "--base", "HEAD", "--head", "HEAD"],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "no scripts/install.sh" in r.stderr
