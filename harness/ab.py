@@ -132,6 +132,7 @@ class ABRunner:
         while len(rounds) < target and crash is None and mismatch is None:
             i = len(rounds)
             record = {"round": i + 1, "order": order(i, names), "null": None}
+            record |= dict.fromkeys(names)  # each filled in as its run completes
             rounds.append(record)
             for name in record["order"]:
                 label = f"round {i + 1}/{target} {name} ({self.plans[name].desc['label']}) "

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from harness_helpers import REPO, scripted, unique_marker, wait_no_survivors, write_suite
@@ -154,3 +156,35 @@ def test_isolated_without_an_install_script_is_one_line_exit_2(tmp_path):
     )  # fmt: skip
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "no scripts/install.sh" in r.stderr
+
+
+def test_an_interrupted_ab_keeps_the_runs_it_completed(tmp_path):
+    marker = unique_marker()
+    suite = write_suite(tmp_path, SUITE.format(endpoint="completions", tol=0.5))
+    out = tmp_path / "results"
+    env = {**os.environ, "SERVEGATE_CACHE": str(tmp_path / "cache")}
+    # base's 6 requests take a moment; head's take 0.5 s a token, and are interrupted
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness", "ab", "--quiet", "--suite", str(suite),
+         "--rounds", "3", "--out-dir", str(out),
+         "--base-cmd", scripted("--ttft-ms 5", model=marker),
+         "--head-cmd", scripted("--ttft-ms 5 --itl-ms 500", model=marker)],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    kept = out / "logs" / "t" / "round1-base.run.json"
+    deadline = time.monotonic() + 120
+    while not kept.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if not kept.exists():
+        proc.kill()
+        raise AssertionError(f"round 1's base run never finished: {proc.communicate()[0]}")
+    time.sleep(1.0)  # head is streaming, 0.5 s a token
+    proc.send_signal(signal.SIGINT)
+    text, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in text, text
+    ab = saved(out)
+    assert ab["rounds"][0]["base"]["valid"] and ab["rounds"][0]["head"] is None
+    assert ab["comparison"]["verdict"] == "INVALID"
+    assert "interrupted" in ab["comparison"]["invalid"][0]
+    assert not wait_no_survivors(marker)
