@@ -56,6 +56,8 @@ def test_a_a_on_smoke_passes_and_writes_a_dated_report(tmp_path):
         data = (out / png).read_bytes()
         assert data.startswith(PNG) and len(data) > 1000 and data.endswith(b"IEND\xaeB`\x82")
     result = json.loads(md.with_suffix(".json").read_text())
+    verdicts = {m["name"]: m["verdict"] for m in result["comparison"]["metrics"]}
+    assert not {"IMPROVEMENT", "REGRESSION"} & set(verdicts.values()), verdicts
     sha = subprocess.run(
         ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True
     ).stdout.strip()
