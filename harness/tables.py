@@ -180,6 +180,8 @@ def sampler_and_prompts(ab: dict) -> dict[str, str]:
                 f"{min(rates):.0f}-{max(rates):.0f} Hz achieved (target {target:.0f}), "
                 f"longest gap {max(gaps):.3f} s"
             )
+        if not any("prompt_tokenizer" in r for r in runs):
+            continue  # saved by a harness that did not record it
         sources = sorted({r.get("prompt_tokenizer") or "?" for r in runs})
         exact = all(r.get("prompt_tokens_exact") for r in runs)
         out[f"prompt tokens, {arm}"] = (
