@@ -137,7 +137,13 @@ def arm_sections(ab: dict) -> tuple[list[dict], list[str]]:
         for commit in reported:
             if asked and not commits_match(asked, commit):
                 warnings.append(f"{arm} was asked for commit {asked} but reported {commit}")
-        configs = {json.dumps(s.get("config", {}), sort_keys=True) for s in servers}
+        # the port differs every run by design: not a different configuration
+        configs = {
+            json.dumps(
+                {k: v for k, v in (s.get("config") or {}).items() if k != "port"}, sort_keys=True
+            )
+            for s in servers
+        }
         if len(configs) > 1:
             warnings.append(f"{arm} reported {len(configs)} different configs across its runs")
         first = servers[0] if servers else {}
@@ -148,7 +154,7 @@ def arm_sections(ab: dict) -> tuple[list[dict], list[str]]:
                 "reported": reported,
                 "backend": first.get("backend"),
                 "model": first.get("model"),
-                "config": first.get("config", {}),
+                "config": first.get("config") or {},  # null for a server without one
             }
         )
     return sections, warnings

@@ -172,22 +172,32 @@ def test_flags_and_env_are_separate_lines(report):
 
 
 def test_engagement_shows_expected_and_differing_series_and_folds_the_rest():
-    def run(spilled: float, steps: float, other: float) -> dict:
+    def run(steps: float, counters: bool = True) -> dict:
+        rule = {"series": 'engine_prefill_forwards_total{path="batched"}'}
+        deltas = {
+            'engine_prefill_forwards_total{path="batched"}': 1.0,
+            'engine_prefill_forwards_total{path="chunked"}': 0.0,
+            "engine_decode_steps_total": steps,
+            "engine_queue_depth": steps,  # a gauge: its delta means little
+        }
         return {
-            "phases": {"load": {"expect": [{"series": "engine_prefill_rows_spilled_total"}]}},
-            "counters": {"load": {"engine_prefill_rows_spilled_total": spilled,
-                                  "engine_decode_steps_total": steps, "queue_depth": other}},
-        }  # fmt: skip
+            "phases": {"load": {"expect": [rule]}},
+            "counters": {"load": deltas} if counters else {},
+        }
 
-    rounds = [{"base": run(0, 100, 3), "head": run(0, 150, 3)} for _ in range(2)]
+    # null stands for a server without /metrics: it differs in nothing
+    rounds = [{"base": run(100), "head": run(150), "null": run(0, False)} for _ in range(2)]
     arms, shown, folded = engagement(rounds)
-    assert arms == ["base", "head"]
+    assert arms == ["base", "head", "null"]
     assert [(r.series, r.why) for r in shown] == [
-        ("engine_prefill_rows_spilled_total", "expected"),
+        ('engine_prefill_forwards_total{path="batched"}', "expected"),
         ("engine_decode_steps_total", "differs"),
     ]
-    assert [r.series for r in folded] == ["queue_depth"]
-    assert shown[1].means == ["100", "150"]
+    assert [r.series for r in folded] == [
+        'engine_prefill_forwards_total{path="chunked"}',
+        "engine_queue_depth",
+    ]
+    assert shown[1].means == ["100", "150", "—"]
 
 
 def test_phase_names_take_free_rows():
