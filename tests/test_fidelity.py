@@ -114,5 +114,10 @@ def test_spike_shows_in_the_exact_peak_of_its_phase_only(tmp_path):
     timeline = run["timeline"]
     assert [m[1] for m in timeline["marks"]] == ["warmup", "calm", "spiky", "end"]
     assert len(timeline["t"]) / (timeline["t"][-1] - timeline["t"][0]) > 25  # aims at 100 Hz
+    sampler = run["sampler"]  # what it achieved is recorded, from the timeline itself
+    assert sampler["achieved_hz"] == round(
+        (len(timeline["t"]) - 1) / (timeline["t"][-1] - timeline["t"][0]), 1
+    )
+    assert 0 < sampler["max_gap_s"] < timeline["t"][-1] - timeline["t"][0]
     assert run["summary"]["peak_device_bytes"] == 4096
     assert spiky["peak_device_source"] == "server /v1/memory"
