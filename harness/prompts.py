@@ -43,7 +43,7 @@ class Dialect:
     chat_exact: bool  # whether a chat prompt's template is counted too
 
 
-VLLM = Dialect("server /tokenize", "/tokenize", True)  # vLLM, SGLang, the reference engine
+VLLM = Dialect("server /tokenize", "/tokenize", True)  # vLLM and the reference engine
 LLAMA_SERVER = Dialect("server /tokenize (llama.cpp)", "/tokenize", True)
 LLAMA_CPP_PYTHON = Dialect("server /extras/tokenize", "/extras/tokenize", False)
 DIALECTS = (VLLM, LLAMA_SERVER, LLAMA_CPP_PYTHON)
