@@ -4,9 +4,10 @@ order every round, then gated by compare.py and written up by report.py."""
 from __future__ import annotations
 
 import difflib
+import json
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -16,9 +17,11 @@ from harness.compare import (
     INVALID,
     Comparison,
     ComparisonError,
+    check_fingerprints,
     compare_rounds,
     needs_more_rounds,
 )
+from harness.fingerprint import workload_diff
 from harness.launcher import LaunchError
 from harness.phase import Progress
 from harness.run import run_arm
@@ -159,33 +162,40 @@ class ABRunner:
     suite: Suite
     plans: dict[str, ArmPlan]
     log_dir: Path
-    rounds: int = 5
+    rounds_wanted: int = 5
     max_rounds: int = 10
     ready_timeout_s: float = 120.0
     progress: Callable[[str], Progress] = lambda label: Progress()  # noqa: E731
     more_rounds: Callable[[Comparison], bool] = needs_more_rounds  # add two rounds while true
+    rounds: list[dict] = field(default_factory=list, init=False)  # as run so far
 
     def run(self) -> dict:
+        """All rounds; a workload mismatch stops after the round that shows it (the first)."""
         names = [n for n in ("base", "head", "null") if n in self.plans]
-        rounds, crash, target = [], None, self.rounds
-        while len(rounds) < target and crash is None:
+        self.rounds, crash, target, mismatch = [], None, self.rounds_wanted, None
+        rounds = self.rounds
+        while len(rounds) < target and crash is None and mismatch is None:
             i = len(rounds)
             record = {"round": i + 1, "order": order(i, names), "null": None}
+            record |= dict.fromkeys(names)  # each filled in as its run completes
+            rounds.append(record)
             for name in record["order"]:
                 label = f"round {i + 1}/{target} {name} ({self.plans[name].desc['label']}) "
                 record[name], crash = self._one(name, i + 1, label)
                 if crash:
                     break
-            rounds.append(record)
-            if len(rounds) == target < self.max_rounds and crash is None:
+            mismatch = workload_mismatch(rounds)
+            if len(rounds) == target < self.max_rounds and crash is None and mismatch is None:
                 interim = self._compare(rounds, None)
                 if self.more_rounds(interim):
                     target = min(self.max_rounds, target + 2)
-        return {
-            "rounds": rounds,
-            "crash": crash,
-            "comparison": self._compare(rounds, crash).to_dict(),
-        }
+        return self.outcome(crash, mismatch)
+
+    def outcome(self, crash: dict | None = None, problem: str | None = None) -> dict:
+        """The result of the rounds run so far; `problem` (a workload mismatch, an interrupt)
+        makes it INVALID while keeping every run."""
+        comparison = self._compare(self.rounds, crash, problem)
+        return {"rounds": self.rounds, "crash": crash, "comparison": comparison.to_dict()}
 
     def _one(self, name: str, rnd: int, label: str) -> tuple[dict | None, dict | None]:
         plan = self.plans[name]
@@ -200,6 +210,8 @@ class ABRunner:
         if problem := commit_problem(plan, run):
             run["valid"] = False
             run["invalid_reasons"] = [*run.get("invalid_reasons", []), problem]
+        # kept at once, beside the server's log: whatever ends this A/B, the run survives
+        log.with_name(f"round{rnd}-{name}.run.json").write_text(json.dumps(run, default=str))
         if run.get("outcome") == "crashed":
             server = run.get("server") or {}
             msg = f"server exited with code {server.get('exit_code')} under load"
@@ -211,18 +223,40 @@ class ABRunner:
             }
         return run, None
 
-    def _compare(self, rounds: list[dict], crash: dict | None) -> Comparison:
+    def _compare(
+        self, rounds: list[dict], crash: dict | None, problem: str | None = None
+    ) -> Comparison:
         complete = [r for r in rounds if all(r.get(n) is not None for n in ARM_NAMES)]
-        try:
-            return compare_rounds(
-                complete or rounds, self.suite.gate, self.suite.memory_slack_bytes, crash=crash
+        problems = [problem] if problem else []
+        if crash is not None:
+            problems.append(
+                f"arm {crash['arm']} crashed in round {crash['round']}: {crash['message']}"
             )
-        except ComparisonError:
-            if crash is None:
-                raise
-            # nothing comparable ran: the crash is the whole verdict
-            problems = [f"arm {crash['arm']} crashed in round {crash['round']}: {crash['message']}"]
-            return Comparison(INVALID, EXIT_CODES[INVALID], len(rounds), "", [], invalid=problems)
+        try:
+            if problem is None:
+                return compare_rounds(
+                    complete or rounds, self.suite.gate, self.suite.memory_slack_bytes, crash=crash
+                )
+        except ComparisonError as e:
+            problems = [str(e), *problems]
+        # nothing comparable ran, or it must not be compared: the problem is the whole verdict
+        n = len(complete)
+        return Comparison(INVALID, EXIT_CODES[INVALID], n, "", [], invalid=problems)
+
+
+def workload_mismatch(rounds: list[dict]) -> str | None:
+    """Why the runs so far are not the same workload, naming what differs; None if they are."""
+    try:
+        check_fingerprints([r for r in rounds if any(r.get(a) for a in ("base", "head", "null"))])
+    except ComparisonError as e:
+        runs = [r[a] for r in rounds for a in ("base", "head", "null") if r.get(a)]
+        diff = next(
+            (d for run in runs[1:] if (d := workload_diff(runs[0].get("workload") or {},
+                                                         run.get("workload") or {}))),
+            [],
+        )  # fmt: skip
+        return f"{e}" + (f" ({'; '.join(diff)})" if diff else "")
+    return None
 
 
 def ab_result(suite: Suite, plans: dict[str, ArmPlan], outcome: dict, command: str) -> dict:

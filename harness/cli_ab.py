@@ -257,14 +257,16 @@ def ab(
         ready_timeout,
         progress=lambda label: LiveProgress(console, label, disabled=quiet),
     )
+    command = "harness " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     try:
         outcome = runner.run()
-    except ComparisonError as e:
-        raise InputError(str(e)) from None
     except KeyboardInterrupt:
         console.print("interrupted: every server was stopped")
+        if any(r.get(a) for r in runner.rounds for a in ("base", "head", "null")):
+            outcome = runner.outcome(problem="interrupted before the last round")
+            report = write_report(ab_result(suite, plans, outcome, command), out_dir)
+            console.print(f"the runs so far: {report.with_suffix('.json')}", highlight=False)
         sys.exit(130)
-    command = "harness " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     finish(ab_result(suite, plans, outcome, command), out_dir)
 
 

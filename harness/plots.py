@@ -1,5 +1,6 @@
-"""PNG plots for the report: each arm's RSS timeline with phase marks, and each arm's TTFT
-distribution. Drawn on bare matplotlib Figures (Agg canvas), so no global pyplot state."""
+"""PNG plots for the report: each arm's RSS timeline with each run's phase marks, and each
+arm's TTFT distribution. Drawn on bare matplotlib Figures (Agg canvas): no global pyplot
+state."""
 
 from __future__ import annotations
 
@@ -17,36 +18,64 @@ def arms_present(rounds: list[dict]) -> list[str]:
 
 
 def plot_rss(rounds: list[dict], labels: dict[str, str], path: Path) -> Path:
-    """One panel per arm, one line per run (RSS of the server's process tree over time), with
-    the first run's phase marks as dashed lines."""
+    """One panel per arm, one line per run (RSS of the server's process tree over time), each
+    run with its own phase marks (dashed, in the arm's colour); each phase is named once, at
+    the median of its marks, on staggered rows so that close names do not overlap."""
     arms = arms_present(rounds)
-    fig = Figure(figsize=(9, 2.4 * len(arms) + 0.6), layout="constrained")
+    fig = Figure(figsize=(9, 2.6 * len(arms) + 0.6), layout="constrained")
     axes = fig.subplots(len(arms), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
     for ax, arm in zip(axes, arms, strict=True):
         runs = [r for r in rounds if r.get(arm) is not None and r[arm].get("timeline")]
+        marks: dict[str, list[float]] = {}
         for rnd in runs:
             tl = rnd[arm]["timeline"]
             rss = np.asarray(tl["rss"], dtype=float) / MIB
             ax.plot(tl["t"], rss, color=ARM_COLORS[arm], alpha=0.55, lw=1)
-        if runs:
-            for t, phase in runs[0][arm]["timeline"].get("marks", []):
-                ax.axvline(t, color="black", ls="--", lw=0.8, alpha=0.6)
-                ax.annotate(
-                    phase,
-                    (t, 1),
-                    xycoords=("data", "axes fraction"),
-                    xytext=(3, -3),
-                    textcoords="offset points",
-                    va="top",
-                    fontsize=8,
-                )
+            for t, phase in tl.get("marks", []):
+                ax.axvline(t, color=ARM_COLORS[arm], ls="--", lw=0.7, alpha=0.5)
+                marks.setdefault(phase, []).append(t)
+        _name_phases(ax, marks)
         ax.set_title(f"{arm}: {labels.get(arm, arm)} ({len(runs)} runs)", loc="left", fontsize=10)
         ax.set_ylabel("RSS (MiB)")
         ax.grid(alpha=0.3)
-    axes[-1].set_xlabel("seconds since launch")
+    axes[-1].set_xlabel("seconds since launch (dashed: each run's own phase starts)")
     fig.suptitle("Server RSS over time (process tree), one line per run", fontsize=11)
     fig.savefig(path, dpi=110)
     return path
+
+
+def label_rows(positions: list[float], widths: list[float], rows: int = 3) -> list[int]:
+    """A row per label (0 = top) so that no two labels on one row overlap: each label takes
+    the first row whose last label ends before it starts. Positions and widths share a unit."""
+    ends = [float("-inf")] * rows
+    out = []
+    for x, w in zip(positions, widths, strict=True):
+        row = next(
+            (i for i, end in enumerate(ends) if end <= x), min(range(rows), key=ends.__getitem__)
+        )
+        ends[row] = x + w
+        out.append(row)
+    return out
+
+
+def _name_phases(ax, marks: dict[str, list[float]]) -> None:
+    if not marks:
+        return
+    named = sorted((float(np.median(ts)), name) for name, ts in marks.items())
+    lo, hi = ax.get_xlim()
+    span = max(hi - lo, 1e-9)
+    # a label's width as a fraction of the axis: ~0.009 per character at 8 pt on a 9-inch figure
+    rows = label_rows([(t - lo) / span for t, _ in named], [0.009 * (len(n) + 1) for _, n in named])
+    for (t, name), row in zip(named, rows, strict=True):
+        ax.annotate(
+            name,
+            (t, 1),
+            xycoords=("data", "axes fraction"),
+            xytext=(3, -3 - 11 * row),
+            textcoords="offset points",
+            va="top",
+            fontsize=8,
+        )
 
 
 def plot_ttft(rounds: list[dict], labels: dict[str, str], path: Path) -> Path:

@@ -1,5 +1,7 @@
-"""Seeded prompts of an exact token length, counted by the server's own tokenizer: vLLM's
-`POST /tokenize`, llama.cpp's `POST /extras/tokenize`, else a recorded local approximation."""
+"""Seeded prompts of an exact token length, counted by the server's own tokenizer: vLLM's (and
+the reference engine's) `POST /tokenize`, llama.cpp's llama-server `POST /tokenize` (+
+`/apply-template` for chat), llama-cpp-python's `POST /extras/tokenize`, else a recorded local
+approximation."""
 
 from __future__ import annotations
 
@@ -32,26 +34,52 @@ class Prompt:
     tokens: int  # as counted by the tokenizer in use (the target, unless approximated)
 
 
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """One server family's tokenize endpoint: where it is and what its chat count covers."""
+
+    source: str  # what the run JSON records
+    path: str
+    chat_exact: bool  # whether a chat prompt's template is counted too
+
+
+VLLM = Dialect("server /tokenize", "/tokenize", True)  # vLLM and the reference engine
+LLAMA_SERVER = Dialect("server /tokenize (llama.cpp)", "/tokenize", True)
+LLAMA_CPP_PYTHON = Dialect("server /extras/tokenize", "/extras/tokenize", False)
+DIALECTS = (VLLM, LLAMA_SERVER, LLAMA_CPP_PYTHON)
+LOCAL = "local-approx (1 token per word)"
+
+
 class TokenCounter:
-    """Counts prompt tokens the way the server will; `source` records which way that was."""
+    """Counts prompt tokens the way the server will; `source` records which way that was and
+    `exact(chat)` whether that count is the server's own (else an approximation)."""
 
     def __init__(self, session: aiohttp.ClientSession | None, base: str, model: str) -> None:
         self.session, self.base, self.model = session, base, model
-        self.source = "local-approx (1 token per word)"
-        self._path: str | None = None
+        self.dialect: Dialect | None = None
+        self._chat_exact = True  # turns False if llama.cpp's /apply-template is missing
+
+    @property
+    def source(self) -> str:
+        return self.dialect.source if self.dialect else LOCAL
 
     async def detect(self) -> str:
-        for path, source in (("/tokenize", "server /tokenize"),
-                             ("/extras/tokenize", "server /extras/tokenize")):  # fmt: skip
-            self._path = path
-            if await self._server_count("hello world", chat=False) is not None:
-                self.source = source
-                return source
-        self._path = None
+        """The first dialect that counts a known text as some tokens (a server that ignores
+        a body it does not understand answers 0 tokens, or an error)."""
+        for dialect in DIALECTS:
+            self.dialect = dialect
+            if (await self._server_count("hello world", chat=False) or 0) > 0:
+                return self.source
+        self.dialect = None
         return self.source
 
+    def exact(self, chat: bool) -> bool:
+        if self.dialect is None:
+            return False
+        return not chat or (self.dialect.chat_exact and self._chat_exact)
+
     async def count(self, text: str, chat: bool) -> int:
-        if self._path is not None:
+        if self.dialect is not None:
             n = await self._server_count(text, chat)
             if n is not None:
                 return n
@@ -59,28 +87,40 @@ class TokenCounter:
         return len(text.split())
 
     def chat_note(self, chat: bool) -> str:
-        """llama.cpp cannot count a templated chat prompt: its content is what gets fitted."""
-        if chat and self._path == "/extras/tokenize":
+        """Where a chat prompt's template could not be counted, its content is what was fitted."""
+        if chat and self.dialect is not None and not self.exact(chat):
             return " (chat: content only, template not counted)"
         return ""
 
     async def _server_count(self, text: str, chat: bool) -> int | None:
-        if self._path == "/tokenize":
+        if self.dialect is VLLM:
             body = {"model": self.model}
             body |= {"messages": _messages(text)} if chat else {"prompt": text}
+        elif self.dialect is LLAMA_SERVER:
+            if chat and self._chat_exact:
+                templated = await self._post("/apply-template", {"messages": _messages(text)})
+                if isinstance(templated, dict) and isinstance(templated.get("prompt"), str):
+                    text = templated["prompt"]
+                else:
+                    self._chat_exact = False
+            # what llama-server itself does with a prompt: BOS (if the model adds one) + text
+            body = {"content": text, "add_special": True, "parse_special": True}
         else:
             body = {"input": text}
-        try:
-            async with self.session.post(self.base + self._path, json=body) as resp:
-                if resp.status != 200:
-                    return None
-                data = await resp.json(content_type=None)
-        except (aiohttp.ClientError, ValueError):
-            return None
+        data = await self._post(self.dialect.path, body)
         if isinstance(data, dict) and isinstance(data.get("count"), int):
             return data["count"]
         tokens = data.get("tokens") if isinstance(data, dict) else None
         return len(tokens) if isinstance(tokens, list) else None
+
+    async def _post(self, path: str, body: dict) -> object:
+        try:
+            async with self.session.post(self.base + path, json=body) as resp:
+                if resp.status != 200:
+                    return None
+                return await resp.json(content_type=None)
+        except (aiohttp.ClientError, ValueError):
+            return None
 
 
 def _messages(text: str) -> list[dict]:

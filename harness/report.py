@@ -11,6 +11,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from harness import tables
+from harness.engagement import engagement
 from harness.plots import plot_rss, plot_ttft
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"  # the repo's templates/
@@ -67,8 +68,9 @@ def render_markdown(ab: dict, plots: dict[str, str]) -> str:
     env.filters["cell"] = _cell
     comparison = ab["comparison"]
     arms, arm_warnings = tables.arm_sections(ab)
-    counter_arms, counter_rows = tables.counter_table(ab["rounds"])
+    counter_arms, counter_rows, counter_folded = engagement(ab["rounds"])
     machine, load, machine_warnings = tables.machine_and_load(ab)
+    load |= tables.sampler_and_prompts(ab)
     return env.get_template("report.md.j2").render(
         ab=ab,
         comparison=comparison,
@@ -81,6 +83,7 @@ def render_markdown(ab: dict, plots: dict[str, str]) -> str:
         arms=arms,
         counter_arms=counter_arms,
         counter_rows=counter_rows,
+        counter_folded=counter_folded,
         machine=machine,
         load=load,
         warnings=comparison["warnings"]

@@ -15,7 +15,7 @@ import psutil
 
 from harness.arms import REPO_ROOT, Arm
 from harness.counters import MetricsEndpoint
-from harness.fingerprint import fingerprint, workload
+from harness.fingerprint import fingerprint, prompts_digest, workload
 from harness.launcher import Launcher, LaunchError, Server, log_tail, wait_ready
 from harness.load import LoadDriver, make_session
 from harness.machine import git_commit, harness_version, machine_facts
@@ -69,8 +69,8 @@ def run_arm(
     memory = [p.memory for p in phases]
     rates = {p.name: p.max_error_rate for p in suite.phases}
     valid, reasons = judge(phases, extras.get("error"), exit_code if crashed else None, rates)
-    model = extras.get("served_model") or arm.model  # what the server says it serves
-    facts = workload(model, [(p, draw_lengths(p)) for p in suite.phases])
+    lengths = [(p, draw_lengths(p)) for p in suite.phases]
+    facts = workload(suite.name, lengths, extras.get("prompts_sha256"))
     server_info = {
         "url": server.url,
         "pid": server.pid,
@@ -102,9 +102,11 @@ def run_arm(
         "sampler": {
             "hz": sampler.hz if sampler else None,
             "samples": len(timeline.t) if timeline else 0,
+            **(timeline.achieved() if timeline else {"achieved_hz": None, "max_gap_s": None}),
             "exact_peak": "VmHWM" if HWM_SUPPORTED and sampler else "unavailable",
         },
         "prompt_tokenizer": extras.get("tokenizer"),
+        "prompt_tokens_exact": extras.get("exact", False),
         "requests": [r.as_dict() for r in records],
         "warmup_requests": [r.as_dict() for r in (warmup.records if warmup else [])],
         "server": server_info,
@@ -160,7 +162,12 @@ async def _drive(
             }
         except PromptError as exc:
             return [], None, extras | {"error": f"prompts: {exc}"}
-        extras["tokenizer"] += counter.chat_note(any(p.endpoint == "chat" for p in plan))
+        chat = any(p.endpoint == "chat" for p in plan)
+        extras["tokenizer"] += counter.chat_note(chat)
+        extras["exact"] = counter.exact(chat)
+        extras["prompts_sha256"] = prompts_digest(
+            [q.text for p in suite.phases for q in prompts[p.name]]
+        )
         warmup = None
         if suite.warmup:
             warmup = await run_phase(probes, suite.warmup, prompts["warmup"], progress, False)

@@ -1,15 +1,20 @@
-"""A background thread that samples the RSS of the server's whole process tree (and its GPU
-memory through NVML when importable) into a timeline with phase marks."""
+"""RSS of the server's whole process tree (and its GPU memory through NVML when importable)
+sampled into a timeline with phase marks. The sampling runs in its own process
+(harness/rss_probe.py): on a loaded machine a thread beside the load driver's event loop fell
+to ~30 Hz waiting for the GIL. The achieved rate and the longest gap are recorded."""
 
 from __future__ import annotations
 
-import threading
+import os
+import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 
 import psutil
 
-TREE_REFRESH_S = 0.25  # walking /proc for children is costly; the tree rarely changes
+START_TIMEOUT_S = 30.0
 
 
 @dataclass(slots=True)
@@ -30,104 +35,97 @@ class Timeline:
             out["gpu"] = self.gpu
         return out
 
+    def achieved(self) -> dict:
+        """The rate the samples came at, and the longest gap between two of them."""
+        if len(self.t) < 2:
+            return {"achieved_hz": None, "max_gap_s": None}
+        gaps = [b - a for a, b in zip(self.t, self.t[1:], strict=False)]
+        span = self.t[-1] - self.t[0]
+        return {
+            "achieved_hz": round((len(self.t) - 1) / span, 1) if span > 0 else None,
+            "max_gap_s": round(max(gaps), 4),
+        }
+
 
 class Sampler:
-    """Samples at `hz` (>= 50) on its own thread so a busy event loop cannot delay it.
-    Times are seconds since `t0` on the perf_counter clock, the clock the load records use."""
+    """Samples at `hz` (>= 50) in a probe process. Times are seconds since `t0` on the
+    perf_counter clock (CLOCK_MONOTONIC, shared by every process), the load records' clock."""
 
     def __init__(self, pid: int, t0: float, hz: float = 100.0) -> None:
         self.root = psutil.Process(pid)
-        self.t0, self.period = t0, 1.0 / max(hz, 50.0)
-        self.timeline = Timeline()
+        self.pid, self.t0, self.period = pid, t0, 1.0 / max(hz, 50.0)
         self.seen: dict[int, psutil.Process] = {pid: self.root}
-        self._procs: list[psutil.Process] = [self.root]
-        self._refreshed = 0.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
-        self._nvml = _Nvml.open()
+        self._timeline = Timeline()
+        fd, self._path = tempfile.mkstemp(prefix="servegate-rss-", suffix=".txt")
+        os.close(fd)
+        self._read_at = 0
+        self._probe: subprocess.Popen | None = None
 
     @property
     def hz(self) -> float:
         return 1.0 / self.period
 
+    @property
+    def timeline(self) -> Timeline:
+        """The samples so far (read from the probe's file up to its last complete line)."""
+        with open(self._path, "rb") as f:
+            f.seek(self._read_at)
+            data = f.read()
+        end = data.rfind(b"\n") + 1
+        self._read_at += end
+        for line in data[:end].decode().splitlines():
+            self._take(line.split())
+        return self._timeline
+
     def start(self) -> Sampler:
-        self._thread.start()
+        cmd = [sys.executable, "-m", "harness.rss_probe", str(self.pid), str(self.hz), self._path]
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        self._probe = subprocess.Popen(cmd, cwd=root, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + START_TIMEOUT_S  # the first sample, or the probe's end
+        while not self.timeline.t and self._probe.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
         return self
 
     def stop(self) -> Timeline:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=2.0)
-        return self.timeline
+        if self._probe is not None:
+            self._probe.terminate()
+            try:
+                self._probe.wait(5.0)
+            except subprocess.TimeoutExpired:
+                self._probe.kill()
+                self._probe.wait()
+        timeline = self.timeline
+        os.unlink(self._path)
+        self._path = os.devnull
+        self._read_at = 0
+        return timeline
 
     def mark(self, phase: str) -> float:
         t = time.perf_counter() - self.t0
-        self.timeline.marks.append((t, phase))
+        self._timeline.marks.append((t, phase))
         return t
 
     def tree(self) -> list[psutil.Process]:
-        """The live processes of the server's tree as of the last refresh."""
-        return list(self._procs)
-
-    def sample(self) -> None:
-        now = time.perf_counter()
-        if now - self._refreshed > TREE_REFRESH_S:
-            self._refresh()
-            self._refreshed = now
-        total = 0
-        for proc in self._procs:
-            try:
-                total += proc.memory_info().rss
-            except psutil.Error:
-                continue
-        if total:
-            self.timeline.t.append(round(now - self.t0, 4))
-            self.timeline.rss.append(total)
-            if self._nvml:
-                self.timeline.gpu.append(self._nvml.used_by({p.pid for p in self._procs}))
-
-    def _refresh(self) -> None:
+        """The live processes of the server's tree, now."""
         try:
             kids = self.root.children(recursive=True)
         except psutil.Error:
             kids = []
-        self._procs = [self.root, *kids]
         self.seen.update((p.pid, p) for p in kids)
+        return [p for p in [self.root, *kids] if p.is_running()]
 
-    def _run(self) -> None:
-        deadline = time.perf_counter()
-        while not self._stop.is_set():
-            self.sample()
-            deadline += self.period
-            delay = deadline - time.perf_counter()
-            if delay < 0:  # fell behind (a loaded machine): resynchronize, do not burst
-                deadline, delay = time.perf_counter(), 0.0
-            self._stop.wait(delay)
-
-
-class _Nvml:
-    """Per-process GPU memory through pynvml (nvidia-ml-py), when it imports and finds a GPU."""
-
-    def __init__(self, nvml, handles: list) -> None:
-        self.nvml, self.handles = nvml, handles
-
-    @classmethod
-    def open(cls) -> _Nvml | None:
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            count = pynvml.nvmlDeviceGetCount()
-            return cls(pynvml, [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)])
-        except Exception:  # not installed, no driver, no device: GPU sampling is skipped
-            return None
-
-    def used_by(self, pids: set[int]) -> int:
-        total = 0
-        for handle in self.handles:
+    def _take(self, fields: list[str]) -> None:
+        if fields[0] == "+":  # a process joined the tree
+            pid, created = int(fields[1]), float(fields[2])
             try:
-                procs = self.nvml.nvmlDeviceGetComputeRunningProcesses(handle)
-            except Exception:
-                continue
-            total += sum(p.usedGpuMemory or 0 for p in procs if p.pid in pids)
-        return total
+                proc = psutil.Process(pid)
+                if abs(proc.create_time() - created) < 0.01 and pid not in self.seen:
+                    self.seen[pid] = proc
+            except psutil.Error:
+                pass
+            return
+        tl = self._timeline
+        tl.t.append(round(float(fields[0]) - self.t0, 4))
+        tl.rss.append(int(fields[1]))
+        if len(fields) > 2:
+            tl.gpu.append(int(fields[2]))

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 from statistics import median
 
-import pandas as pd
-
 from harness.compare import EXIT_MEANING
 from harness.machine import machine_identity
 from harness.verdict import clear_change
@@ -145,7 +143,11 @@ def arm_sections(ab: dict) -> tuple[list[dict], list[str]]:
         for commit in reported:
             if asked and not commits_match(asked, commit):
                 warnings.append(f"{arm} was asked for commit {asked} but reported {commit}")
-        configs = {json.dumps(s.get("config") or {}, sort_keys=True) for s in servers}
+        # the port differs every run by design: not a different configuration
+        configs = {
+            json.dumps({k: v for k, v in _config(s).items() if k != "port"}, sort_keys=True)
+            for s in servers
+        }
         if len(configs) > 1:
             warnings.append(f"{arm} reported {len(configs)} different configs across its runs")
         first = servers[0] if servers else {}
@@ -168,32 +170,6 @@ def _config(server: dict) -> dict:
     return config if isinstance(config, dict) else {}
 
 
-def counter_table(rounds: list[dict]) -> tuple[list[str], list[dict]]:
-    """Mean counter delta per (phase, series) for each arm, over that arm's runs."""
-    records = [
-        {"arm": arm, "phase": phase, "series": series, "value": value}
-        for arm in ARM_ORDER
-        for run in _runs(rounds, arm)
-        for phase, deltas in (run.get("counters") or {}).items()
-        for series, value in deltas.items()
-    ]
-    if not records:
-        return [], []
-    frame = pd.DataFrame(records).pivot_table(
-        index=["phase", "series"], columns="arm", values="value", aggfunc="mean", sort=False
-    )
-    arms = [a for a in ARM_ORDER if a in frame.columns]
-    rows = [
-        {"phase": phase, "series": series, "means": [_fmt_mean(row[a]) for a in arms]}
-        for (phase, series), row in frame.iterrows()
-    ]
-    return arms, rows
-
-
-def _fmt_mean(v: float) -> str:
-    return "—" if pd.isna(v) else f"{v:g}"
-
-
 def machine_and_load(ab: dict) -> tuple[dict, dict, list[str]]:
     runs = [run for arm in ARM_ORDER for run in _runs(ab["rounds"], arm)]
     machines = {json.dumps(machine_identity(r.get("machine") or {}), sort_keys=True) for r in runs}
@@ -201,3 +177,30 @@ def machine_and_load(ab: dict) -> tuple[dict, dict, list[str]]:
     load = {"fingerprint": runs[0].get("fingerprint") if runs else None, **ab.get("load", {})}
     load["requests per run (median)"] = median([len(r.get("requests", [])) for r in runs] or [0])
     return (runs[0].get("machine", {}) if runs else {}), load, warnings
+
+
+def sampler_and_prompts(ab: dict) -> dict[str, str]:
+    """Per arm: the RSS sampler's achieved rate and longest gap (the worst run), and who
+    counted the prompt tokens (exact, or where the harness had to approximate)."""
+    out = {}
+    for arm in ARM_ORDER:
+        runs = _runs(ab["rounds"], arm)
+        if not runs:
+            continue
+        rates = [r.get("sampler", {}).get("achieved_hz") for r in runs]
+        gaps = [r.get("sampler", {}).get("max_gap_s") for r in runs]
+        rates, gaps = [x for x in rates if x], [x for x in gaps if x is not None]
+        target = runs[0].get("sampler", {}).get("hz")
+        if rates:
+            out[f"RSS sampler, {arm}"] = (
+                f"{min(rates):.0f}-{max(rates):.0f} Hz achieved (target {target:.0f}), "
+                f"longest gap {max(gaps):.3f} s"
+            )
+        if not any("prompt_tokenizer" in r for r in runs):
+            continue  # saved by a harness that did not record it
+        sources = sorted({r.get("prompt_tokenizer") or "?" for r in runs})
+        exact = all(r.get("prompt_tokens_exact") for r in runs)
+        out[f"prompt tokens, {arm}"] = (
+            f"{'exact' if exact else 'APPROXIMATED'}, counted by {', '.join(sources)}"
+        )
+    return out

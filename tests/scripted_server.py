@@ -28,7 +28,14 @@ def args_parser() -> argparse.ArgumentParser:
     p.add_argument("--die-at", type=int, default=0, help="SIGKILL itself in the Nth request")
     p.add_argument("--child", action="store_true", help="spawn a child process that sleeps")
     p.add_argument("--exit-at-start", type=int, default=None, help="print and exit with code")
-    p.add_argument("--tokenize", choices=["vllm", "llamacpp", "none"], default="vllm")
+    p.add_argument(
+        "--tokenize",
+        choices=["vllm", "llamacpp", "llama-server", "none"],
+        default="vllm",
+        help="vllm: /tokenize {prompt|messages}; llamacpp: llama-cpp-python's /extras/tokenize; "
+        "llama-server: llama.cpp's /tokenize {content} + /apply-template",
+    )
+    p.add_argument("--keep-peak", action="store_true", help="POST /v1/memory/reset resets nothing")
     p.add_argument("--no-health", action="store_true", help="404 on /health")
     p.add_argument("--no-metrics", action="store_true")
     p.add_argument("--cut-after", type=int, default=0, help="[DONE] after N tokens, no finish")
@@ -88,6 +95,16 @@ class Scripted:
             return web.json_response({"tokens": list(range(n))})
         return web.json_response({"tokens": list(range(n)), "count": n, "max_model_len": 4096})
 
+    async def llama_tokenize(self, request: web.Request) -> web.Response:
+        """llama.cpp's shape: a body without `content` tokenizes the empty string."""
+        body = await request.json()
+        return web.json_response({"tokens": list(range(words(body.get("content", ""))))})
+
+    async def apply_template(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        turns = " ".join(f"<{m['role']}> {m['content']}" for m in body["messages"])
+        return web.json_response({"prompt": f"{turns} <assistant>"})
+
     async def metrics(self, request: web.Request) -> web.Response:
         c = self.counters
         text = (
@@ -101,7 +118,7 @@ class Scripted:
         return web.Response(text=text, content_type="text/plain")
 
     async def memory(self, request: web.Request) -> web.Response:
-        if request.method == "POST":
+        if request.method == "POST" and not self.o.keep_peak:
             with open("/proc/self/clear_refs", "w") as f:
                 f.write("5")
         return web.json_response({
@@ -144,13 +161,22 @@ class Scripted:
                 return resp
         await self.send(resp, rid, chat, {} if chat else "", finish=self.o.finish)
         if (body.get("stream_options") or {}).get("include_usage") and not self.o.no_usage:
-            usage = {"prompt_tokens": words(str(body.get("prompt", ""))),
+            usage = {"prompt_tokens": self.prompt_tokens(body),
                      "completion_tokens": max_tokens + self.o.usage_extra}  # fmt: skip
             event = {"id": rid, "choices": [], "usage": usage}
             await resp.write(f"data: {json.dumps(event)}\n\n".encode())
         await resp.write(b"data: [DONE]\n\n")
         self.counters["ok"] += 1
         return resp
+
+    def prompt_tokens(self, body: dict) -> int:
+        """What the server processed: the chat template costs 3 words a turn (2 words on the
+        llama-server shape's template), the same count its tokenize endpoint gives."""
+        if "messages" not in body:
+            return words(str(body.get("prompt", "")))
+        per_turn = 0 if self.o.tokenize == "llama-server" else 3
+        extra = 2 if self.o.tokenize == "llama-server" else 0
+        return sum(words(m["content"]) + per_turn for m in body["messages"]) + extra
 
     async def send(self, resp, rid: str, chat: bool, payload, finish: str | None = None) -> None:
         key = "delta" if chat else "text"
@@ -197,6 +223,9 @@ def main() -> None:
         app.router.add_post("/tokenize", s.tokenize)
     elif opts.tokenize == "llamacpp":
         app.router.add_post("/extras/tokenize", s.tokenize)
+    elif opts.tokenize == "llama-server":
+        app.router.add_post("/tokenize", s.llama_tokenize)
+        app.router.add_post("/apply-template", s.apply_template)
     if not opts.no_metrics:
         app.router.add_get("/metrics", s.metrics)
     app.router.add_route("*", "/v1/memory", s.memory)

@@ -48,11 +48,16 @@ def test_a_a_on_smoke_passes_and_writes_a_dated_report(tmp_path):
     (md,) = reports(out)
     assert re.match(r"\d{4}-\d{2}-\d{2}-smoke-HEAD-.*-vs-HEAD-.*\.md", md.name)
     text = md.read_text()
-    assert text.splitlines()[0].startswith(("# PASS", "# INCONCLUSIVE", "# IMPROVEMENT"))
-    for png in re.findall(r"\]\(([^)]+\.png)\)", text):
+    # A/A: an IMPROVEMENT (or a REGRESSION) would be a false positive
+    assert text.splitlines()[0].startswith(("# PASS", "# INCONCLUSIVE"))
+    links = re.findall(r"\]\(([^)]+\.png)\)", text)
+    assert sorted(links) == [md.stem + "-rss.png", md.stem + "-ttft.png"]
+    for png in links:
         data = (out / png).read_bytes()
-        assert data.startswith(PNG) and len(data) > 1000
+        assert data.startswith(PNG) and len(data) > 1000 and data.endswith(b"IEND\xaeB`\x82")
     result = json.loads(md.with_suffix(".json").read_text())
+    verdicts = {m["name"]: m["verdict"] for m in result["comparison"]["metrics"]}
+    assert not {"IMPROVEMENT", "REGRESSION"} & set(verdicts.values()), verdicts
     sha = subprocess.run(
         ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True
     ).stdout.strip()

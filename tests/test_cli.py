@@ -156,19 +156,29 @@ def test_url_arm_with_and_without_pid(tmp_path):
 
 
 def test_fingerprint_follows_the_workload(tmp_path):
+    """Every fact of the workload moves the fingerprint; the server's identity is not in it."""
+    from dataclasses import replace
+
     from harness.fingerprint import fingerprint, workload
 
-    a = load_suite(str(write_suite(tmp_path, SUITE.format(extra=""), "a.toml")))
-    b = load_suite(
-        str(
-            write_suite(
-                tmp_path,
-                SUITE.format(extra="").replace("max_tokens = 4", "max_tokens = 5"),
-                "b.toml",
-            )
-        )
-    )
-    fa = fingerprint(workload("m", [(p, [24] * p.requests) for p in a.phases]))
-    fb = fingerprint(workload("m", [(p, [24] * p.requests) for p in b.phases]))
-    fa2 = fingerprint(workload("m", [(p, [24] * p.requests) for p in a.phases]))
-    assert fa == fa2 != fb
+    (phase,) = load_suite(str(write_suite(tmp_path, SUITE.format(extra="")))).phases
+    lengths = [24] * phase.requests
+
+    def fp(p=phase, n=lengths, suite="s", prompts="abc"):
+        return fingerprint(workload(suite, [(p, n)], prompts))
+
+    assert fp() == fp()
+    changed = {
+        "clients": fp(replace(phase, clients=3)),
+        "prompt lengths": fp(n=[24] * 5 + [25]),
+        "max_tokens": fp(replace(phase, max_tokens=5)),
+        "arrival": fp(replace(phase, arrival="burst")),
+        "endpoint": fp(replace(phase, endpoint="chat")),
+        "prefix_tokens": fp(replace(phase, prefix_tokens=8)),
+        "seed": fp(replace(phase, seed=1)),
+        "suite": fp(suite="t"),
+        "prompt texts": fp(prompts="abd"),
+    }
+    assert [k for k, v in changed.items() if v == fp()] == []
+    facts = json.dumps(workload("s", [(phase, lengths)], "abc"))
+    assert "scripted" not in facts  # the model id is the server's identity, not the workload

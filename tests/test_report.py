@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from harness.compare import ComparisonError, compare_rounds
+from harness.engagement import engagement
+from harness.plots import label_rows
 from harness.report import rerender_report, slug, write_report
 from harness.saved import compare_saved
 
@@ -54,6 +56,10 @@ def ab_result(*, head_ttft=3300.0, head_commit="bbb2222", crash=None, rounds=4) 
         }
         for i in range(rounds)
     ]
+    for rnd in rnds:  # names with pipes reach table cells: a label value and a phase
+        for side, n in (("base", 1.0), ("head", 5.0), ("null", 1.0)):
+            rnd[side]["counters"]["load"]['odd_total{kind="a|b"}'] = n
+            rnd[side]["counters"]["x|y"] = {"engine_decode_steps_total": 10.0 * n}
     return {
         "suite": "chat 4c",
         "base": arm("main", "aaa1111deadbeef"),
@@ -87,12 +93,24 @@ def test_verdict_comes_first_then_sections_in_order(report):
     assert positions == sorted(positions)
 
 
+def tables_of(text: str) -> list[list[str]]:
+    """Each Markdown table of the text: its consecutive lines that start with a pipe."""
+    tables, current = [], []
+    for line in [*text.splitlines(), ""]:
+        if line.startswith("|"):
+            current.append(line)
+        elif current:
+            tables, current = [*tables, current], []
+    return tables
+
+
 def test_tables_keep_their_shape_despite_pipes_in_names(report):
-    lines = report.read_text().splitlines()
-    header = next(i for i, line in enumerate(lines) if line.startswith("| metric | base"))
-    widths = {lines[i].replace("\\|", "").count("|") for i in range(header, header + 6)}
-    assert len(widths) == 1
-    assert "| peak_rss_bytes |" in "\n".join(lines)
+    text = report.read_text()
+    tables = tables_of(text)
+    assert len(tables) >= 4
+    for table in tables:  # every row has the header's number of unescaped pipes
+        assert len({len(re.findall(r"(?<!\\)\|", row)) for row in table}) == 1, table
+    assert '`odd_total{kind="a\\|b"}`' in text and "| x\\|y |" in text
 
 
 def test_plots_are_real_pngs(report):
@@ -146,3 +164,43 @@ def test_offline_compare_of_two_saved_files(tmp_path):
     b.write_text(json.dumps({"runs": slower}))
     with pytest.raises(ComparisonError, match="another-workload"):
         compare_saved(a, b)
+
+
+def test_flags_and_env_are_separate_lines(report):
+    text = report.read_text()
+    assert "- flags: `--parallel 4`\n- env: `ENGINE_LOG=info`\n" in text
+
+
+def test_engagement_shows_expected_and_differing_series_and_folds_the_rest():
+    def run(steps: float, counters: bool = True) -> dict:
+        rule = {"series": 'engine_prefill_forwards_total{path="batched"}'}
+        deltas = {
+            'engine_prefill_forwards_total{path="batched"}': 1.0,
+            'engine_prefill_forwards_total{path="chunked"}': 0.0,
+            "engine_decode_steps_total": steps,
+            "engine_queue_depth": steps,  # a gauge: its delta means little
+        }
+        return {
+            "phases": {"load": {"expect": [rule]}},
+            "counters": {"load": deltas} if counters else {},
+        }
+
+    # null stands for a server without /metrics: it differs in nothing
+    rounds = [{"base": run(100), "head": run(150), "null": run(0, False)} for _ in range(2)]
+    arms, shown, folded = engagement(rounds)
+    assert arms == ["base", "head", "null"]
+    assert [(r.series, r.why) for r in shown] == [
+        ('engine_prefill_forwards_total{path="batched"}', "expected"),
+        ("engine_decode_steps_total", "differs"),
+    ]
+    assert [r.series for r in folded] == [
+        'engine_prefill_forwards_total{path="chunked"}',
+        "engine_queue_depth",
+    ]
+    assert shown[1].means == ["100", "150", "—"]
+
+
+def test_phase_names_take_free_rows():
+    # three names close together and one far away: no two on a row may overlap
+    assert label_rows([0.10, 0.12, 0.14, 0.80], [0.05, 0.05, 0.05, 0.05]) == [0, 1, 2, 0]
+    assert label_rows([0.1, 0.3], [0.1, 0.1]) == [0, 0]

@@ -84,7 +84,8 @@ def test_a_a_on_boundary_spill_passes(tmp_path):
         "3",
     )
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "REGRESSION" not in verdicts(result).values()
+    # an A/A that regresses or improves is a false positive
+    assert not {"REGRESSION", "IMPROVEMENT"} & set(verdicts(result).values())
 
 
 def test_uncapped_prefill_regresses_peak_rss_on_long_transient(tmp_path):

@@ -1,0 +1,190 @@
+"""`harness ab` paths beyond A/A and a seeded regression, end to end on the scripted server and
+the tiny engine: a workload mismatch caught after the first round with every run kept, the
+null arm, rounds added while INCONCLUSIVE, --isolated, per-arm environments, an arm serving the
+wrong commit, and the `compare` and `report` verbs on the saved result."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness_helpers import REPO, scripted, unique_marker, wait_no_survivors, write_suite
+
+from harness.worktrees import checkout
+
+SUITE = """
+model = "scripted"
+[[phase]]
+name = "main"
+endpoint = "{endpoint}"
+clients = 2
+requests = 6
+prompt_tokens = 16
+max_tokens = 4
+[gate]
+ttft_p50_ms = {tol}
+"""
+
+
+def harness(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "SERVEGATE_CACHE": str(tmp_path / "cache")}
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args], cwd=REPO, env=env, capture_output=True,
+        text=True, timeout=600,
+    )  # fmt: skip
+
+
+def saved(out: Path) -> dict:
+    (path,) = out.glob("????-??-??-*.json")
+    return json.loads(path.read_text())
+
+
+def test_a_workload_mismatch_stops_after_the_first_round_and_keeps_its_runs(tmp_path):
+    # Chat prompts counted with their template (vLLM shape) vs content only (llama-cpp-python):
+    # different prompt texts, so a different workload.
+    marker = unique_marker()
+    suite = write_suite(tmp_path, SUITE.format(endpoint="chat", tol=0.5))
+    out = tmp_path / "results"
+    r = harness("ab", "--quiet", "--suite", str(suite), "--rounds", "4", "--out-dir", str(out),
+                "--base-cmd", scripted("--tokenize vllm", model=marker),
+                "--head-cmd", scripted("--tokenize llamacpp", model=marker),
+                tmp_path=tmp_path)  # fmt: skip
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr
+    ab = saved(out)
+    assert len(ab["rounds"]) == 1 and all(ab["rounds"][0][a] for a in ("base", "head"))
+    (problem,) = ab["comparison"]["invalid"]
+    assert "fingerprints differ" in problem and "prompts_sha256" in problem
+    logs = out / "logs" / "t"
+    assert sorted(p.name for p in logs.glob("*.run.json")) == [
+        "round1-base.run.json",
+        "round1-head.run.json",
+    ]
+    assert not wait_no_survivors(marker)
+
+
+def test_null_arm_and_rounds_added_while_inconclusive_then_report_and_compare(tmp_path):
+    # A 5% TTFT shift against a 10% tolerance: two rounds cannot place it (t with 1 degree of
+    # freedom), so rounds are added up to --max-rounds.
+    marker = unique_marker()
+    suite = write_suite(tmp_path, SUITE.format(endpoint="completions", tol=0.1))
+    out = tmp_path / "results"
+    r = harness("ab", "--quiet", "--suite", str(suite), "--rounds", "2", "--max-rounds", "4",
+                "--null-arm", "--out-dir", str(out),
+                "--base-cmd", scripted("--ttft-ms 40", model=marker),
+                "--head-cmd", scripted("--ttft-ms 42", model=marker),
+                tmp_path=tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    ab = saved(out)
+    assert len(ab["rounds"]) == 4 and ab["null_arm"]
+    assert all(rnd["null"] and rnd["null"]["valid"] for rnd in ab["rounds"])
+    assert [n["name"] for n in ab["comparison"]["noise"]] == ["ttft_p50_ms"]
+    (md,) = out.glob("????-??-??-*.md")
+    assert "noise floor (null/base)" in md.read_text()
+    assert not wait_no_survivors(marker)
+    # the saved result rendered again, and compared offline against itself (an A/A)
+    again = tmp_path / "again"
+    r = harness("report", str(md.with_suffix(".json")), "--out-dir", str(again),
+                tmp_path=tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert (again / md.name).read_text() == md.read_text()
+    r = harness("compare", str(md.with_suffix(".json")), str(md.with_suffix(".json")),
+                "--out-dir", str(tmp_path / "offline"), tmp_path=tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "verdict: PASS" in r.stdout
+    assert len(list((tmp_path / "offline").glob("*.md"))) == 1
+
+
+TINY = """
+model = "tiny"
+[[phase]]
+name = "main"
+clients = 2
+requests = 4
+prompt_tokens = 16
+max_tokens = 4
+[gate]
+ttft_p50_ms = 0.5
+"""
+
+
+def test_isolated_env_and_wrong_commit(tmp_path, monkeypatch):
+    """--isolated serves each ref with its checkout's own .venv (here a stand-in that logs its
+    use, instead of a 3-minute install per sha), --base-env/--head-env reach their own server
+    only, and an arm that reports another commit than it was built from is INVALID."""
+    monkeypatch.setenv("SERVEGATE_CACHE", str(tmp_path / "cache"))
+    co = checkout(REPO, "HEAD")
+    used = tmp_path / "isolated-python-used"
+    python = co.path / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text(f'#!/bin/sh\necho "$@" >> {used}\nexec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    suite = write_suite(tmp_path, TINY)
+    out = tmp_path / "results"
+    r = harness("ab", "--quiet", "--suite", str(suite), "--rounds", "2", "--max-rounds", "2",
+                "--base", "HEAD", "--head", "HEAD", "--isolated", "--out-dir", str(out),
+                "--base-env", "ENGINE_BATCH_WINDOW_MS=7",
+                "--head-env", "SERVEGATE_COMMIT=0000000000000000000000000000000000000000",
+                tmp_path=tmp_path)  # fmt: skip
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert len(used.read_text().splitlines()) == 4  # every server of both arms
+    ab = saved(out)
+    for rnd in ab["rounds"]:
+        assert rnd["base"]["valid"] and rnd["base"]["server"]["config"]["batch_window_ms"] == 7
+        assert rnd["head"]["server"]["config"]["batch_window_ms"] != 7
+        assert not rnd["head"]["valid"]
+        assert rnd["head"]["invalid_reasons"][-1].startswith("head served commit 0000000")
+    assert ab["comparison"]["verdict"] == "INVALID"
+
+
+def test_isolated_without_an_install_script_is_one_line_exit_2(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "README").write_text("no install script here\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "x"]):
+        subprocess.run([*git, *args], check=True, capture_output=True)
+    env = {**os.environ, "SERVEGATE_CACHE": str(tmp_path / "cache")}
+    r = subprocess.run(
+        [sys.executable, "-m", "harness", "ab", "--isolated", "--base", "HEAD", "--head", "HEAD"],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "no scripts/install.sh" in r.stderr
+
+
+def test_an_interrupted_ab_keeps_the_runs_it_completed(tmp_path):
+    marker = unique_marker()
+    suite = write_suite(tmp_path, SUITE.format(endpoint="completions", tol=0.5))
+    out = tmp_path / "results"
+    env = {**os.environ, "SERVEGATE_CACHE": str(tmp_path / "cache")}
+    # base's 6 requests take a moment; head's take 0.5 s a token, and are interrupted
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness", "ab", "--quiet", "--suite", str(suite),
+         "--rounds", "3", "--out-dir", str(out),
+         "--base-cmd", scripted("--ttft-ms 5", model=marker),
+         "--head-cmd", scripted("--ttft-ms 5 --itl-ms 500", model=marker)],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    kept = out / "logs" / "t" / "round1-base.run.json"
+    deadline = time.monotonic() + 120
+    while not kept.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if not kept.exists():
+        proc.kill()
+        raise AssertionError(f"round 1's base run never finished: {proc.communicate()[0]}")
+    time.sleep(1.0)  # head is streaming, 0.5 s a token
+    proc.send_signal(signal.SIGINT)
+    text, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in text, text
+    ab = saved(out)
+    assert ab["rounds"][0]["base"]["valid"] and ab["rounds"][0]["head"] is None
+    assert ab["comparison"]["verdict"] == "INVALID"
+    assert "interrupted" in ab["comparison"]["invalid"][0]
+    assert not wait_no_survivors(marker)
