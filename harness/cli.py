@@ -4,8 +4,10 @@ Exit codes: 0 ok, 2 invalid run, infrastructure failure or server crash (and bad
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
+import traceback
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -34,6 +36,8 @@ class GuardedGroup(click.Group):
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except Exception as exc:  # noqa: BLE001 - the guard of last resort
+            if os.environ.get("HARNESS_TRACEBACK"):
+                traceback.print_exc()
             raise InputError(
                 f"internal error: {type(exc).__name__}: {exc} (a bug: please report it)"
             ) from None

@@ -106,7 +106,7 @@ def level_runs(run: dict | None, names: list[str]) -> dict[str, dict]:
         ]
         out[name] = {
             "fingerprint": fingerprint(
-                {"model": run["workload"]["model"], "phases": [facts[name]]}
+                {"suite": run["workload"].get("suite"), "phases": [facts[name]]}
             ),
             "valid": not reasons,
             "invalid_reasons": reasons,

@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -47,6 +48,9 @@ def args_parser() -> argparse.ArgumentParser:
     p.add_argument("--finish", default="length", help="finish_reason of the last chunk")
     p.add_argument("--raw-event", default=None, help="send `data: RAW` after the first chunk")
     p.add_argument("--bare-health", action="store_true", help="/health says only status: ok")
+    p.add_argument(
+        "--ttft-spread", type=float, default=0.0, help="scale TTFT by U(1-s, 1+s) once per process"
+    )
     p.add_argument("--tag", default="", help="ignored: tells two otherwise equal commands apart")
     p.add_argument("--max-streams", type=int, default=0, help="serve N at once; the rest wait")
     return p
@@ -67,6 +71,8 @@ def status_kb(field: str) -> int:
 class Scripted:
     def __init__(self, opts: argparse.Namespace) -> None:
         self.o = opts
+        # one draw per process: run-to-run noise, like a busy machine's
+        opts.ttft_ms *= random.uniform(1 - opts.ttft_spread, 1 + opts.ttft_spread)
         self.started = time.monotonic()
         self.requests = 0
         self.counters = {"ok": 0, "decode": 0, "prefill": 0}
