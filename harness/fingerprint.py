@@ -28,6 +28,8 @@ def workload(model: str, phases: list[tuple[Phase, list[int]]]) -> dict:
                 "ignore_eos": p.ignore_eos,
                 "temperature": p.temperature,
                 "endpoint": p.endpoint,
+                # only when set, so that one-burst workloads keep their earlier fingerprints
+                **({"bursts": p.bursts} if p.bursts != 1 else {}),
             }
             for p, lengths in phases
         ],
