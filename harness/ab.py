@@ -4,6 +4,7 @@ order every round, then gated by compare.py and written up by report.py."""
 from __future__ import annotations
 
 import shlex
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -16,11 +17,12 @@ from harness.compare import (
     Comparison,
     ComparisonError,
     compare_rounds,
-    needs_more_rounds,
+    next_look,
 )
 from harness.launcher import LaunchError
 from harness.phase import Progress
 from harness.run import run_arm
+from harness.sequential import Schedule
 from harness.suite import Suite
 from harness.worktrees import Checkout, checkout, isolated_python
 
@@ -115,30 +117,36 @@ class ABRunner:
     suite: Suite
     plans: dict[str, ArmPlan]
     log_dir: Path
-    rounds: int = 5
-    max_rounds: int = 10
+    rounds: int = 3
+    max_rounds: int = 9
     ready_timeout_s: float = 120.0
     progress: Callable[[str], Progress] = lambda label: Progress()  # noqa: E731
 
+    @property
+    def schedule(self) -> Schedule:
+        return Schedule.plan(self.rounds, max(self.rounds, self.max_rounds))
+
     def run(self) -> dict:
+        """Rounds up to the first look, then two more per look while a metric is undecided
+        (docs/statistics.md, "Sequential stopping"); each round records its wall time."""
         names = [n for n in ("base", "head", "null") if n in self.plans]
         rounds, crash, target = [], None, self.rounds
         while len(rounds) < target and crash is None:
-            i = len(rounds)
+            i, started = len(rounds), time.monotonic()
             record = {"round": i + 1, "order": order(i, names), "null": None}
             for name in record["order"]:
                 label = f"round {i + 1}/{target} {name} ({self.plans[name].desc['label']}) "
                 record[name], crash = self._one(name, i + 1, label)
                 if crash:
                     break
+            record["wall_s"] = round(time.monotonic() - started, 3)
             rounds.append(record)
-            if len(rounds) == target < self.max_rounds and crash is None:
-                interim = self._compare(rounds, None)
-                if needs_more_rounds(interim):
-                    target = min(self.max_rounds, target + 2)
+            if len(rounds) == target and crash is None:
+                target = next_look(self._compare(rounds, None), self.schedule) or target
         return {
             "rounds": rounds,
             "crash": crash,
+            "schedule": self.schedule.to_dict(),
             "comparison": self._compare(rounds, crash).to_dict(),
         }
 
@@ -170,7 +178,11 @@ class ABRunner:
         complete = [r for r in rounds if all(r.get(n) is not None for n in ARM_NAMES)]
         try:
             return compare_rounds(
-                complete or rounds, self.suite.gate, self.suite.memory_slack_bytes, crash=crash
+                complete or rounds,
+                self.suite.gate,
+                self.suite.memory_slack_bytes,
+                crash=crash,
+                schedule=self.schedule,
             )
         except ComparisonError:
             if crash is None:
