@@ -146,3 +146,19 @@ def test_offline_compare_of_two_saved_files(tmp_path):
     b.write_text(json.dumps({"runs": slower}))
     with pytest.raises(ComparisonError, match="another-workload"):
         compare_saved(a, b)
+
+
+def test_report_states_the_power_it_achieved(tmp_path):
+    ab = ab_result()
+    for i, rnd in enumerate(ab["rounds"]):
+        rnd["wall_s"] = 60.0 + i
+    text = write_report(ab, tmp_path).read_text()
+    mde = text.split("## Minimum detectable effect")[1].split("## Warnings")[0]
+    power = [line for line in mde.splitlines() if "(null arm)" in line]
+    assert len(power) == 3  # TTFT p50, p95, tok/s: the null arm is the noise floor
+    # one look at 4 rounds: the whole 1% split over the three interval-judged metrics
+    assert re.fullmatch(
+        r"\| ttft_p50_ms \| \d+\.\d% \| \d+\.\d% \(null arm\) \| 0.0033 \| 1\.\d{3}x \|", power[0]
+    )
+    assert "Looks: 4 rounds (stopped after 4)" in mde
+    assert "median 62 s per round (60, 61, 62, 63; 4.1 min in all)" in mde
