@@ -106,8 +106,8 @@ class DecodeView:
     def write_and_view(self, layer: int, k: torch.Tensor, v: torch.Tensor):
         """Store each row's new k, v ([B, KVH, D]); return the window's K, V [W, KVH, S, D]."""
         pk, pv = self.pool.k[layer], self.pool.v[layer]
-        pk[self.slots, :, self.positions] = k
-        pv[self.slots, :, self.positions] = v
+        pk[self.slots, :, self.positions] = k.to(pk.dtype)
+        pv[self.slots, :, self.positions] = v.to(pv.dtype)
         end = self.lo + self.window
         return pk[self.lo : end, :, : self.width], pv[self.lo : end, :, : self.width]
 

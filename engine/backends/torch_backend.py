@@ -71,7 +71,9 @@ class TorchBackend(Backend):
             )
         self.model.init_rope(self._device)
         self.model.eval()
-        self.pool = KVPool(loaded.args, self._dtype, self._device)
+        # KV in float32 on CPU: decode attention's batched matmuls are far faster there
+        self._kv_dtype = torch.float32 if self._device.type == "cpu" else self._dtype
+        self.pool = KVPool(loaded.args, self._kv_dtype, self._device)
 
     def add_sequence(self, seq_id: int, capacity: int) -> None:
         self.caches[seq_id] = self.pool.add(capacity)
@@ -83,7 +85,7 @@ class TorchBackend(Backend):
 
     @property
     def element_size(self) -> int:
-        return torch.tensor([], dtype=self._dtype).element_size()
+        return torch.tensor([], dtype=self._kv_dtype).element_size()
 
     @torch.inference_mode()
     def prefill_batch(self, seq_ids: list[int], prompts: list[list[int]]) -> np.ndarray:
@@ -136,7 +138,7 @@ class TorchBackend(Backend):
             caches=[cache],
             offsets=[off],
             lengths=[T],
-            mask=mask.view(1, 1, T, off + T).to(self._dtype),
+            mask=mask.view(1, 1, T, off + T).to(self._kv_dtype),
             self_attend=False,
         )
         h = self.model(torch.tensor([tokens], device=self._device), step)

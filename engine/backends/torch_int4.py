@@ -2,14 +2,19 @@
 
 Q4_1 stores w = d*q + m per 32 weights; the kernels compute w = (q - 8)*scale + zero per group,
 so scale = d and zero = m + 8d. The kernels take activations, scales and zeros in bfloat16
-(their float32 path is a slow reference loop), so d and m are rounded to bfloat16.
+(their float32 path is a slow reference loop), so d and m are rounded to bfloat16. The int4
+kernel is a fast matrix-vector product but a slow GEMM, so forwards of more than DENSE_ROWS
+rows (prefill) use a bfloat16 copy of the same dequantized weights instead.
 """
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from engine.model.q4 import GROUP, Q4Weight
+
+DENSE_ROWS = 16  # measured crossover (bf16 GEMM vs int4 kernel): docs/performance.md
 
 
 def int4_kernels_available() -> bool:
@@ -28,8 +33,11 @@ class Int4Linear(nn.Module):
         d, m = torch.from_numpy(w.d), torch.from_numpy(w.m)
         self.scales_zeros = torch.stack([d.t(), (m + 8 * d).t()], dim=-1).contiguous().to(dtype)
         self.out_features, self.in_features = w.q.shape
+        self.dense = torch.from_numpy(w.dequantize()).to(dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.numel() > DENSE_ROWS * self.in_features:
+            return F.linear(x, self.dense)
         y = torch.ops.aten._weight_int4pack_mm_for_cpu(
             x.reshape(-1, self.in_features), self.packed, GROUP, self.scales_zeros
         )

@@ -68,24 +68,23 @@ class Attention(nn.Module):
                 n = step.lengths[b]
                 cache.update_and_fetch(layer, k[b, :, :n], v[b, :, :n], step.offsets[b])
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=step.mask, enable_gqa=True)
-        else:  # one sequence extends its cached prefix
+        else:  # one sequence extends its cached prefix (in the cache's dtype)
             keys, values = step.caches[0].update_and_fetch(layer, k[0], v[0], step.offsets[0])
             out = F.scaled_dot_product_attention(
-                q, keys[None], values[None], attn_mask=step.mask, enable_gqa=True
-            )
+                q.to(keys.dtype), keys[None], values[None], attn_mask=step.mask, enable_gqa=True
+            ).to(q.dtype)
         return self.o_proj(out.transpose(1, 2).reshape(B, T, -1))
 
     def _attend_decode(self, q, k, v, d: DecodeView, layer: int) -> torch.Tensor:
-        """One query per row, all rows in one grouped matmul over the pool's slot window.
-
-        Explicit matmuls, not SDPA: with one query in bf16 on CPU, SDPA measured several
-        times slower than this."""
+        """One query per row, all rows in one grouped matmul over the pool's slot window, in
+        the cache's dtype (float32 on CPU: bf16 batched matmuls measured 2-5x slower there)."""
         keys, values = d.write_and_view(layer, k[:, :, 0], v[:, :, 0])  # [W, KVH, S, D]
         W, g = keys.shape[0], self.n_heads // self.n_kv_heads
         qw = d.to_window(q[:, :, 0]).view(W, self.n_kv_heads, g, self.head_dim)
-        scores = (qw * self.head_dim**-0.5) @ keys.transpose(-1, -2)  # [W, KVH, g, S]
+        qw = qw.to(keys.dtype) * self.head_dim**-0.5
+        scores = qw @ keys.transpose(-1, -2)  # [W, KVH, g, S]
         probs = torch.softmax(scores.float() + d.mask, dim=-1).to(values.dtype)
-        out = (probs @ values).view(W, self.n_heads, self.head_dim)
+        out = (probs @ values).view(W, self.n_heads, self.head_dim).to(q.dtype)
         return d.from_window(out).unsqueeze(2)  # [B, H, 1, D]
 
 
