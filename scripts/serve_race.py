@@ -18,7 +18,22 @@ import time
 
 import aiohttp
 
-WORDS = "the model reads a long request about rivers cities trains and old maps then".split()
+WORDS = [
+    "the",
+    "model",
+    "reads",
+    "a",
+    "long",
+    "request",
+    "about",
+    "rivers",
+    "cities",
+    "trains",
+    "and",
+    "old",
+    "maps",
+    "then",
+]
 
 
 def message(seed: int, words: int = 300) -> str:
