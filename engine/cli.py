@@ -32,7 +32,8 @@ def model_options(f):
         "--dtype",
         default="auto",
         show_default=True,
-        help="float32 | bfloat16 | float16 (auto: bf16 on CUDA and bf16-capable CPUs).",
+        help="float32 | bfloat16 | float16 | int4 (auto: bf16 on CUDA; with avx512_bf16/AMX "
+        "int4 for Q4_1 models, else bf16; float32 elsewhere).",
     )(f)
     f = click.option(
         "--device",
@@ -216,7 +217,7 @@ def serve_options(f):
     help="auto: mlx on Apple silicon, torch elsewhere. [env: ENGINE_BACKEND]",
 )
 @click.option("--device", default=None, help="cpu | cuda[:N] | gpu; auto picks the accelerator.")
-@click.option("--dtype", default=None, help="float32 | bfloat16 | float16 | auto.")
+@click.option("--dtype", default=None, help="float32 | bfloat16 | float16 | int4 | auto.")
 @serve_options
 @click.option(
     "--log-level",

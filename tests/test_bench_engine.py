@@ -1,21 +1,29 @@
-"""pytest-benchmark timings of the engine core on SmolLM2 (torch): one 512-token prefill, and
-one decode step at batch 1 and 4. CI runs each once (benchmarks disabled); measure with
-`pytest tests/test_bench_engine.py --benchmark-enable`."""
+"""pytest-benchmark timings of the engine core on SmolLM2 (torch): a 512-token prefill, and one
+decode step at batch 1 and 4 after 512 tokens of context, for every dtype this CPU serves
+(int4 and bfloat16 only with native bf16 dot products). CI runs each once (benchmarks
+disabled); measure with `pytest tests/test_bench_engine.py --benchmark-enable`."""
 
 import pytest
 from conftest import needs_smollm2
 
 from engine.backends import load_backend
+from engine.backends.cpu_features import cpu_has_native_bf16
 from engine.memory import peak_rss_bytes, reset_peak_rss
 from engine.model.load import load_model
 
 pytestmark = [pytest.mark.slow, needs_smollm2]
 PROMPT = [(i * 7919) % 48000 + 100 for i in range(512)]
+DTYPES = ["float32", *(["bfloat16", "int4"] if cpu_has_native_bf16() else [])]
 
 
 @pytest.fixture(scope="module")
-def backend():
-    return load_backend("torch", load_model("smollm2-135m"))
+def loaded():
+    return load_model("smollm2-135m")
+
+
+@pytest.fixture(scope="module", params=DTYPES)
+def backend(request, loaded):
+    return load_backend("torch", loaded, dtype=request.param)
 
 
 def test_prefill_512(benchmark, backend):
@@ -33,11 +41,15 @@ def test_prefill_512(benchmark, backend):
 
 
 @pytest.mark.parametrize("batch", [1, 4])
-def test_decode_step(benchmark, backend, batch):
+def test_decode_step_after_512(benchmark, backend, batch):
+    backend.add_sequence(0, 600)
+    backend.prefill(0, PROMPT)
+    kv, _ = backend.save_prefix(0, len(PROMPT))
+    backend.remove_sequence(0)
     ids = list(range(10, 10 + batch))
     for s in ids:
-        backend.add_sequence(s, 200)
-        backend.prefill(s, PROMPT[:64])
+        backend.add_sequence(s, 600)
+        backend.copy_prefix(kv, s, len(PROMPT))
     reset_peak_rss()
     try:
         logits = benchmark.pedantic(
@@ -47,4 +59,6 @@ def test_decode_step(benchmark, backend, batch):
         for s in ids:
             backend.remove_sequence(s)
     assert logits.shape == (batch, backend.args.vocab_size)
-    benchmark.extra_info.update(batch=batch, dtype=backend.dtype, peak_rss_bytes=peak_rss_bytes())
+    benchmark.extra_info.update(
+        batch=batch, context=len(PROMPT), dtype=backend.dtype, peak_rss_bytes=peak_rss_bytes()
+    )

@@ -1,13 +1,17 @@
-"""PyTorch backend (CPU and CUDA): weights, per-sequence KV caches, masks and the three forwards."""
+"""PyTorch backend (CPU and CUDA): weights, the KV pool, masks and the three forwards."""
 
 import numpy as np
 import torch
 
 from engine.backends.base import Backend, DeviceMemory
-from engine.backends.torch_llama import Model, Step
+from engine.backends.cpu_features import cpu_has_native_bf16
+from engine.backends.kv_pool import KVPool
+from engine.backends.torch_int4 import Int4Linear, fuse_q4, int4_kernels_available
+from engine.backends.torch_llama import Model, Step, fuse_names
 from engine.model.load import LoadedModel
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+INT4 = "int4"  # Q4_1 matrices on the int4 kernels, everything else in bfloat16
 
 
 def resolve_device(device: str) -> torch.device:
@@ -18,16 +22,24 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
-def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
+def resolve_dtype(dtype: str, device: torch.device, has_q4: bool) -> str:
+    """A DTYPES name or INT4. auto: CUDA bfloat16; a CPU with native bf16 dot products
+    (avx512_bf16 or AMX) int4 when the model ships Q4_1 weights, else bfloat16; any other
+    CPU float32 (bf16 is emulated there, and slower)."""
+    int4_ok = device.type == "cpu" and has_q4 and int4_kernels_available()
+    if dtype == INT4:
+        if not int4_ok:
+            raise ValueError("--dtype int4 needs a CPU device and a model with Q4_1 weights")
+        return INT4
     if dtype != "auto":
         if dtype not in DTYPES:
-            raise ValueError(f"unknown dtype {dtype!r}: use one of {', '.join(DTYPES)}")
-        return DTYPES[dtype]
+            raise ValueError(f"unknown dtype {dtype!r}: use one of {', '.join(DTYPES)}, int4")
+        return dtype
     if device.type == "cuda":
-        return torch.bfloat16
-    # bf16 pays on CPUs with native bf16 dot products; elsewhere it is emulated and slower.
-    cap = torch.backends.cpu.get_cpu_capability()
-    return torch.bfloat16 if cap.startswith("AVX512") else torch.float32
+        return "bfloat16"
+    if cpu_has_native_bf16():
+        return INT4 if int4_ok else "bfloat16"
+    return "float32"
 
 
 class TorchBackend(Backend):
@@ -36,14 +48,22 @@ class TorchBackend(Backend):
     def __init__(self, loaded: LoadedModel, device: str = "auto", dtype: str = "auto"):
         super().__init__(loaded)
         self._device = resolve_device(device)
-        self._dtype = resolve_dtype(dtype, self._device)
-        self.device, self.dtype = str(self._device), str(self._dtype).removeprefix("torch.")
+        self.dtype = resolve_dtype(dtype, self._device, bool(loaded.q4))
+        self._dtype = torch.bfloat16 if self.dtype == INT4 else DTYPES[self.dtype]
+        self.device = str(self._device)
         with torch.device("meta"):
             self.model = Model(loaded.args)
-        state = {
-            k: torch.tensor(v, dtype=self._dtype, device=self._device)
-            for k, v in loaded.weights.items()
-        }
+        state = {}
+        for target, names in fuse_names(loaded.weights).items():
+            if self.dtype == INT4 and all(n in loaded.q4 for n in names):
+                w = fuse_q4([loaded.q4[n] for n in names])
+                module = self.model.get_submodule(target.removesuffix(".weight"))
+                parent, _, attr = target.removesuffix(".weight").rpartition(".")
+                assert module.weight.shape == w.q.shape, target
+                setattr(self.model.get_submodule(parent), attr, Int4Linear(w, self._dtype))
+                continue
+            w = np.concatenate([loaded.weights[n] for n in names])
+            state[target] = torch.tensor(w, dtype=self._dtype, device=self._device)
         missing, unexpected = self.model.load_state_dict(state, strict=False, assign=True)
         if missing or unexpected:
             raise ValueError(
@@ -51,10 +71,21 @@ class TorchBackend(Backend):
             )
         self.model.init_rope(self._device)
         self.model.eval()
+        # KV in float32 on CPU: decode attention's batched matmuls are far faster there
+        self._kv_dtype = torch.float32 if self._device.type == "cpu" else self._dtype
+        self.pool = KVPool(loaded.args, self._kv_dtype, self._device)
+
+    def add_sequence(self, seq_id: int, capacity: int) -> None:
+        self.caches[seq_id] = self.pool.add(capacity)
+
+    def remove_sequence(self, seq_id: int) -> None:
+        cache = self.caches.pop(seq_id, None)
+        if cache is not None:
+            self.pool.remove(cache)
 
     @property
     def element_size(self) -> int:
-        return torch.tensor([], dtype=self._dtype).element_size()
+        return torch.tensor([], dtype=self._kv_dtype).element_size()
 
     @torch.inference_mode()
     def prefill_batch(self, seq_ids: list[int], prompts: list[list[int]]) -> np.ndarray:
@@ -107,7 +138,7 @@ class TorchBackend(Backend):
             caches=[cache],
             offsets=[off],
             lengths=[T],
-            mask=mask.view(1, 1, T, off + T).to(self._dtype),
+            mask=mask.view(1, 1, T, off + T).to(self._kv_dtype),
             self_attend=False,
         )
         h = self.model(torch.tensor([tokens], device=self._device), step)
@@ -119,14 +150,15 @@ class TorchBackend(Backend):
         caches = [self.caches[s] for s in seq_ids]
         for c in caches:
             self._check_room(c, 1)
-        offsets = [c.length for c in caches]
+        view = self.pool.decode_view(caches)
         step = Step(
-            positions=torch.tensor(offsets, device=self._device).view(-1, 1),
+            positions=view.positions.view(-1, 1),
             caches=caches,
-            offsets=offsets,
+            offsets=[c.length for c in caches],
             lengths=[1] * len(caches),
             mask=None,
             self_attend=False,
+            decode=view,
         )
         h = self.model(torch.tensor(tokens, device=self._device).view(-1, 1), step)
         for c in caches:

@@ -1,7 +1,9 @@
 """The Llama architecture in PyTorch: GQA attention, RoPE (rotate_half), RMSNorm, SwiGLU.
 
-One `Step` tells a forward where its tokens sit and where their K/V go, so the same model
-serves padded batched prefill, chunked prefill from a cached prefix, and batched decode.
+Q/K/V and gate/up are fused into one projection each. One `Step` tells a forward where its
+tokens sit and where their K/V go, so the same model serves padded batched prefill, chunked
+prefill from a cached prefix, and batched decode (one attention call for the whole batch over
+the shared KV pool, see kv_pool.py).
 """
 
 from dataclasses import dataclass
@@ -10,29 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from engine.backends.kv_pool import DecodeView, KVCache
 from engine.model.args import ModelArgs
-
-
-class KVCache:
-    """K and V of one sequence for every layer, preallocated to its capacity in tokens."""
-
-    def __init__(self, args: ModelArgs, capacity: int, dtype: torch.dtype, device: torch.device):
-        shape = (args.num_hidden_layers, args.num_key_value_heads, capacity, args.head_dim)
-        self.k = torch.empty(shape, dtype=dtype, device=device)
-        self.v = torch.empty(shape, dtype=dtype, device=device)
-        self.capacity = capacity
-        self.length = 0  # tokens written, advanced by the backend after each forward
-
-    def update_and_fetch(self, layer: int, k: torch.Tensor, v: torch.Tensor, offset: int):
-        """Store k, v ([KVH, T, D]) at offset; return the layer's K, V up to offset + T."""
-        end = offset + k.shape[1]
-        self.k[layer, :, offset:end] = k
-        self.v[layer, :, offset:end] = v
-        return self.k[layer, :, :end], self.v[layer, :, :end]
-
-    @property
-    def nbytes(self) -> int:
-        return self.k.nbytes + self.v.nbytes
 
 
 @dataclass
@@ -41,8 +22,9 @@ class Step:
     caches: list[KVCache]  # one per row
     offsets: list[int]  # where each row's new tokens start in its cache
     lengths: list[int]  # valid new tokens per row (right padding beyond)
-    mask: torch.Tensor | None  # additive [B, 1, T, S] mask, or None for decode
+    mask: torch.Tensor | None  # additive [B, 1, T, S] mask (prefill)
     self_attend: bool  # batched prefill: attend over this step's own K/V
+    decode: DecodeView | None = None  # decode: every row's K/V in the pool at once
 
 
 class RMSNorm(nn.Module):
@@ -67,52 +49,54 @@ class Attention(nn.Module):
         super().__init__()
         self.n_heads, self.n_kv_heads = args.num_attention_heads, args.num_key_value_heads
         self.head_dim = args.head_dim
-        self.q_proj = nn.Linear(args.hidden_size, self.n_heads * self.head_dim, bias=False)
-        self.k_proj = nn.Linear(args.hidden_size, self.n_kv_heads * self.head_dim, bias=False)
-        self.v_proj = nn.Linear(args.hidden_size, self.n_kv_heads * self.head_dim, bias=False)
+        self.qkv_proj = nn.Linear(
+            args.hidden_size, (self.n_heads + 2 * self.n_kv_heads) * self.head_dim, bias=False
+        )
         self.o_proj = nn.Linear(self.n_heads * self.head_dim, args.hidden_size, bias=False)
 
     def forward(self, x, cos, sin, step: Step, layer: int) -> torch.Tensor:
         B, T, _ = x.shape
-        q = self.q_proj(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
-        k = self.k_proj(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
-        v = self.v_proj(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        qkv = self.qkv_proj(x).view(B, T, self.n_heads + 2 * self.n_kv_heads, self.head_dim)
+        qkv = qkv.transpose(1, 2)
+        q, k, v = qkv.split([self.n_heads, self.n_kv_heads, self.n_kv_heads], dim=1)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
-        if step.self_attend:
+        if step.decode is not None:
+            out = self._attend_decode(q, k, v, step.decode, layer)
+        elif step.self_attend:
             for b, cache in enumerate(step.caches):
                 n = step.lengths[b]
                 cache.update_and_fetch(layer, k[b, :, :n], v[b, :, :n], step.offsets[b])
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=step.mask, enable_gqa=True)
-        else:
-            out = torch.cat(
-                [self._attend_cached(q[b : b + 1], k[b], v[b], step, layer, b) for b in range(B)]
-            )
+        else:  # one sequence extends its cached prefix (in the cache's dtype)
+            keys, values = step.caches[0].update_and_fetch(layer, k[0], v[0], step.offsets[0])
+            out = F.scaled_dot_product_attention(
+                q.to(keys.dtype), keys[None], values[None], attn_mask=step.mask, enable_gqa=True
+            ).to(q.dtype)
         return self.o_proj(out.transpose(1, 2).reshape(B, T, -1))
 
-    def _attend_cached(self, q, k, v, step: Step, layer: int, b: int) -> torch.Tensor:
-        keys, values = step.caches[b].update_and_fetch(layer, k, v, step.offsets[b])
-        if q.shape[2] > 1:
-            mask = step.mask[b : b + 1] if step.mask is not None else None
-            return F.scaled_dot_product_attention(
-                q, keys[None], values[None], attn_mask=mask, enable_gqa=True
-            )
-        # One query token: a grouped matmul beats SDPA's dispatch for decode.
-        g = self.n_heads // self.n_kv_heads
-        qg = q.view(self.n_kv_heads, g, self.head_dim) * self.head_dim**-0.5
-        scores = torch.softmax((qg @ keys.transpose(1, 2)).float(), dim=-1).to(q.dtype)
-        return (scores @ values).view(1, self.n_heads, 1, self.head_dim)
+    def _attend_decode(self, q, k, v, d: DecodeView, layer: int) -> torch.Tensor:
+        """One query per row, all rows in one grouped matmul over the pool's slot window, in
+        the cache's dtype (float32 on CPU: bf16 batched matmuls measured 2-5x slower there)."""
+        keys, values = d.write_and_view(layer, k[:, :, 0], v[:, :, 0])  # [W, KVH, S, D]
+        W, g = keys.shape[0], self.n_heads // self.n_kv_heads
+        qw = d.to_window(q[:, :, 0]).view(W, self.n_kv_heads, g, self.head_dim)
+        qw = qw.to(keys.dtype) * self.head_dim**-0.5
+        scores = qw @ keys.transpose(-1, -2)  # [W, KVH, g, S]
+        probs = torch.softmax(scores.float() + d.mask, dim=-1).to(values.dtype)
+        out = (probs @ values).view(W, self.n_heads, self.head_dim).to(q.dtype)
+        return d.from_window(out).unsqueeze(2)  # [B, H, 1, D]
 
 
 class MLP(nn.Module):
     def __init__(self, args: ModelArgs):
         super().__init__()
-        self.gate_proj = nn.Linear(args.hidden_size, args.intermediate_size, bias=False)
-        self.up_proj = nn.Linear(args.hidden_size, args.intermediate_size, bias=False)
+        self.gate_up_proj = nn.Linear(args.hidden_size, 2 * args.intermediate_size, bias=False)
         self.down_proj = nn.Linear(args.intermediate_size, args.hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+        return self.down_proj(F.silu(gate) * up)
 
 
 class TransformerBlock(nn.Module):
@@ -134,6 +118,27 @@ class LlamaModel(nn.Module):
         self.embed_tokens = nn.Embedding(args.vocab_size, args.hidden_size)
         self.layers = nn.ModuleList(TransformerBlock(args) for _ in range(args.num_hidden_layers))
         self.norm = RMSNorm(args.hidden_size, args.rms_norm_eps)
+
+
+FUSED = {  # fused projection -> the HF projections it concatenates (output rows)
+    "self_attn.qkv_proj": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
+    "mlp.gate_up_proj": ("mlp.gate_proj", "mlp.up_proj"),
+}
+
+
+def fuse_names(names) -> dict[str, list[str]]:
+    """HF weight names grouped by the parameter they load into (fused ones concatenated)."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        target = name
+        for fused, parts in FUSED.items():
+            for part in parts:
+                if f".{part}." in name:
+                    target = name.replace(part, fused)
+                    groups.setdefault(target, [None] * len(parts))[parts.index(part)] = name
+        if target == name:
+            groups[name] = [name]
+    return groups
 
 
 class Model(nn.Module):
@@ -167,7 +172,3 @@ class Model(nn.Module):
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         head = self.model.embed_tokens if self.args.tie_word_embeddings else self.lm_head
         return F.linear(h, head.weight).float()
-
-    def make_cache(self, capacity: int) -> KVCache:
-        w = self.model.embed_tokens.weight
-        return KVCache(self.args, capacity, w.dtype, w.device)

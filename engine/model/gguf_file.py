@@ -9,6 +9,7 @@ from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers
 from tokenizers import Tokenizer as HFTokenizer
 
 from engine.model.args import ModelArgs
+from engine.model.q4 import Q4Weight, from_q4_1_blocks
 from engine.model.tokenizer import Tokenizer
 
 TENSOR_NAMES = {
@@ -78,17 +79,29 @@ def read_args(reader: GGUFReader) -> ModelArgs:
     )
 
 
-def read_weights(reader: GGUFReader, args: ModelArgs) -> dict[str, np.ndarray]:
-    weights = {}
+def read_weights(
+    reader: GGUFReader, args: ModelArgs
+) -> tuple[dict[str, np.ndarray], dict[str, Q4Weight]]:
+    """Dequantized float32 weights by HF name, and the Q4_1 matrices also as stored."""
+    weights, q4 = {}, {}
     for t in reader.tensors:
         w = dequantize(t.data, t.tensor_type).astype(np.float32, copy=False)
         w = w.reshape([int(d) for d in reversed(t.shape)])  # GGML [in, out] -> (out, in)
+        heads = None
         if t.name.endswith("attn_q.weight"):
-            w = _unpermute(w, args.num_attention_heads)
+            heads = args.num_attention_heads
         elif t.name.endswith("attn_k.weight"):
-            w = _unpermute(w, args.num_key_value_heads)
-        weights[_hf_name(t.name)] = w
-    return weights
+            heads = args.num_key_value_heads
+        if heads:
+            w = _unpermute(w, heads)
+        name = _hf_name(t.name)
+        weights[name] = w
+        if t.tensor_type.name == "Q4_1" and w.ndim == 2:
+            qw = from_q4_1_blocks(t.data, *w.shape)
+            if heads:
+                qw = qw.permute_rows(_unpermute(np.arange(w.shape[0])[:, None], heads)[:, 0])
+            q4[name] = qw
+    return weights, q4
 
 
 def read_tokenizer(reader: GGUFReader) -> Tokenizer:
@@ -122,7 +135,10 @@ def read_tokenizer(reader: GGUFReader) -> Tokenizer:
     )
 
 
-def load_gguf(path: Path) -> tuple[ModelArgs, dict[str, np.ndarray], Tokenizer]:
+def load_gguf(
+    path: Path,
+) -> tuple[ModelArgs, dict[str, np.ndarray], Tokenizer, dict[str, Q4Weight]]:
     reader = GGUFReader(str(path))
     args = read_args(reader)
-    return args, read_weights(reader, args), read_tokenizer(reader)
+    weights, q4 = read_weights(reader, args)
+    return args, weights, read_tokenizer(reader), q4

@@ -1,12 +1,13 @@
 """Resolve a model spec (a built-in name, a .gguf file or an HF directory) into weights."""
 
 import importlib.metadata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from engine.model.args import ModelArgs
+from engine.model.q4 import Q4Weight
 from engine.model.tokenizer import Tokenizer
 
 BUILTIN_MODELS = ("smollm2-135m", "tiny")
@@ -24,6 +25,7 @@ class LoadedModel:
     weights: dict[str, np.ndarray]  # HF names, float32
     tokenizer: Tokenizer
     source: str
+    q4: dict[str, Q4Weight] = field(default_factory=dict)  # Q4_1 matrices as stored (GGUF)
 
     @property
     def param_count(self) -> int:
@@ -54,7 +56,8 @@ def load_model(spec: str) -> LoadedModel:
         path = smollm2_gguf_path()
         from engine.model.gguf_file import load_gguf
 
-        return LoadedModel(spec, *load_gguf(path), str(path))
+        args, weights, tok, q4 = load_gguf(path)
+        return LoadedModel(spec, args, weights, tok, str(path), q4)
     path = Path(spec).expanduser()
     if path.is_dir() and (path / "config.json").exists():
         from engine.model.hf_dir import load_hf_dir
@@ -63,7 +66,8 @@ def load_model(spec: str) -> LoadedModel:
     if path.is_file() and path.suffix == ".gguf":
         from engine.model.gguf_file import load_gguf
 
-        return LoadedModel(path.stem, *load_gguf(path), str(path))
+        args, weights, tok, q4 = load_gguf(path)
+        return LoadedModel(path.stem, args, weights, tok, str(path), q4)
     raise ModelNotFound(
         f"unknown model {spec!r}: use one of {', '.join(BUILTIN_MODELS)}, a .gguf file, "
         "or a Hugging Face directory with config.json"

@@ -1,0 +1,121 @@
+"""KVPool: the K and V of every live sequence in one tensor each, [layers, slots, KVH, C, D].
+
+A sequence owns one slot; its KVCache is a view of that slot, so prefill writes it like a
+private cache, while a decode step writes every row's new K/V with one indexed store per
+layer and attends over the window of slots lo..hi with one matmul (rows outside the batch are
+masked and dropped). The pool grows (slots doubling, capacity in CAPACITY_STEP tokens) by
+copying, and is kept at its high-water size (re-making it cost each new burst ~200 ms).
+"""
+
+from dataclasses import dataclass
+
+import torch
+
+from engine.model.args import ModelArgs
+
+CAPACITY_STEP = 256
+
+
+class KVCache:
+    """One sequence's slot: k, v are [layers, KVH, capacity, D] views into the pool."""
+
+    def __init__(self, slot: int, capacity: int):
+        self.slot, self.capacity = slot, capacity
+        self.length = 0  # tokens written, advanced by the backend after each forward
+        self.k = self.v = None
+
+    def update_and_fetch(self, layer: int, k: torch.Tensor, v: torch.Tensor, offset: int):
+        """Store k, v ([KVH, T, D]) at offset; return the layer's K, V up to offset + T."""
+        end = offset + k.shape[1]
+        self.k[layer, :, offset:end] = k
+        self.v[layer, :, offset:end] = v
+        return self.k[layer, :, :end], self.v[layer, :, :end]
+
+
+class KVPool:
+    def __init__(self, args: ModelArgs, dtype: torch.dtype, device: torch.device):
+        self.args, self.dtype, self.device = args, dtype, device
+        self.k = self.v = None
+        self.caches: dict[int, KVCache] = {}  # by slot
+
+    def add(self, capacity: int) -> KVCache:
+        slot = next(s for s in range(len(self.caches) + 1) if s not in self.caches)
+        cache = KVCache(slot, capacity)
+        self.caches[slot] = cache
+        slots = self.k.shape[1] if self.k is not None else 0
+        cap = self.k.shape[3] if self.k is not None else 0
+        if slot >= slots or capacity > cap:
+            step = CAPACITY_STEP
+            grown = max(slots, slot + 1) if slot < slots else max(2 * slots, slot + 1)
+            self._grow(grown, max(cap, -(-capacity // step) * step))
+        cache.k, cache.v = self.k[:, slot], self.v[:, slot]
+        return cache
+
+    def remove(self, cache: KVCache) -> None:
+        self.caches.pop(cache.slot, None)
+
+    def _grow(self, slots: int, cap: int) -> None:
+        a = self.args
+        shape = (a.num_hidden_layers, slots, a.num_key_value_heads, cap, a.head_dim)
+        # zeros, not empty: masked-out positions must hold finite values (0 * NaN is NaN)
+        k = torch.zeros(shape, dtype=self.dtype, device=self.device)
+        v = torch.zeros(shape, dtype=self.dtype, device=self.device)
+        if self.k is not None:
+            _, s, _, c, _ = self.k.shape
+            k[:, :s, :, :c] = self.k
+            v[:, :s, :, :c] = self.v
+        self.k, self.v = k, v
+        for c in self.caches.values():
+            c.k, c.v = k[:, c.slot], v[:, c.slot]
+
+    def decode_view(self, caches: list[KVCache]) -> "DecodeView":
+        """The batch's slot window and mask for one decode step (each row adds one token)."""
+        slots = [c.slot for c in caches]
+        lo, hi = min(slots), max(slots)
+        width = max(c.length for c in caches) + 1
+        lengths = torch.ones(hi - lo + 1, dtype=torch.long)  # rows outside the batch: 1
+        lengths[[s - lo for s in slots]] = torch.tensor([c.length + 1 for c in caches])
+        mask = torch.zeros((hi - lo + 1, 1, 1, width), dtype=torch.float32)
+        mask.masked_fill_(torch.arange(width).view(1, 1, 1, -1) >= lengths.view(-1, 1, 1, 1), -1e30)
+        rows = torch.tensor([s - lo for s in slots], device=self.device)
+        identity = slots == list(range(lo, hi + 1))
+        return DecodeView(
+            self,
+            slots=torch.tensor(slots, device=self.device),
+            positions=torch.tensor([c.length for c in caches], device=self.device),
+            lo=lo,
+            width=width,
+            rows=None if identity else rows,
+            window=hi - lo + 1,
+            mask=mask.to(self.device),
+        )
+
+
+@dataclass
+class DecodeView:
+    pool: KVPool
+    slots: torch.Tensor  # [B] each row's slot
+    positions: torch.Tensor  # [B] where each row's new token goes
+    lo: int  # first slot of the window
+    width: int  # keys attended: the longest row's length after this step
+    rows: torch.Tensor | None  # [B] each row's index in the window; None when row b is slot lo+b
+    window: int  # slots in the window
+    mask: torch.Tensor  # additive float32 [window, 1, 1, width]
+
+    def write_and_view(self, layer: int, k: torch.Tensor, v: torch.Tensor):
+        """Store each row's new k, v ([B, KVH, D]); return the window's K, V [W, KVH, S, D]."""
+        pk, pv = self.pool.k[layer], self.pool.v[layer]
+        pk[self.slots, :, self.positions] = k.to(pk.dtype)
+        pv[self.slots, :, self.positions] = v.to(pv.dtype)
+        end = self.lo + self.window
+        return pk[self.lo : end, :, : self.width], pv[self.lo : end, :, : self.width]
+
+    def to_window(self, x: torch.Tensor) -> torch.Tensor:
+        if self.rows is None:
+            return x
+        out = x.new_zeros((self.window, *x.shape[1:]))
+        out[self.rows] = x
+        return out
+
+    def from_window(self, x: torch.Tensor) -> torch.Tensor:
+        return x if self.rows is None else x[self.rows]
