@@ -25,9 +25,9 @@ def test_smoke_suite_is_shipped_and_expects_decode_steps():
     assert main.prompt_tokens.sample(random.Random(0), 3) == [64, 64, 64]
     rule = {r.series: r for r in main.expect}["engine_decode_steps_total"]
     assert (rule.op, rule.value) == (">", 0.0)
-    assert set(suite.gate) == {
-        "ttft_p50_ms", "ttft_p95_ms", "tok_s", "peak_rss_bytes", "peak_device_bytes",
-    }  # fmt: skip
+    # a plumbing gate: TTFT p95 of 32 tiny requests is jitter (suites/smoke.toml says why)
+    assert set(suite.gate) == {"ttft_p50_ms", "tok_s", "peak_rss_bytes", "peak_device_bytes"}
+    assert suite.gate["ttft_p50_ms"] == 0.30
 
 
 def test_minimal_suite_gets_defaults(tmp_path):
