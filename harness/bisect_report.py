@@ -8,12 +8,10 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
-
 from harness import tables
 from harness.bisect_run import BisectOutcome, Step
 from harness.history import Commit
-from harness.report import TEMPLATES, slug, write_report
+from harness.report import slug, template_env, write_report
 
 
 def _commit(c: Commit) -> dict:
@@ -90,14 +88,7 @@ def write_bisect_report(data: dict, final: Step | None, out_dir: Path) -> Path:
         ]
     )
     (out_dir / f"{stem}.json").write_text(json.dumps(data, indent=1) + "\n")
-    env = Environment(
-        loader=FileSystemLoader(TEMPLATES),
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-    env.filters["cell"] = lambda v: str(v).replace("|", "\\|").replace("\n", " ")
+    env = template_env()
     md = out_dir / f"{stem}.md"
     md.write_text(
         env.get_template("bisect.md.j2").render(b=data, headline=headline(data), final=final_rows)

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from harness.ab import ABRunner, Side, ab_result, label_arms, needs_git, plan_arm
 from harness.arms import ArmError
+from harness.cli_options import report_options
 from harness.compare import EXIT_MEANING, ComparisonError
 from harness.display import LiveProgress
 from harness.outputs import OutputError, writable_dir
@@ -181,21 +182,7 @@ def finish(result: dict, out_dir: Path) -> NoReturn:
     is_flag=True,
     help="Serve each git ref from its own virtual environment (built once per sha).",
 )
-@click.option(
-    "--out-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("results"),
-    show_default=True,
-    help="Where the report goes.",
-)
-@click.option(
-    "--ready-timeout",
-    type=float,
-    default=180.0,
-    show_default=True,
-    help="Seconds to wait for each cold server to answer /health.",
-)
-@click.option("--quiet", is_flag=True, help="No live progress display.")
+@report_options
 def ab(
     base_ref,
     head_ref,

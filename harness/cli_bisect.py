@@ -17,6 +17,7 @@ from harness.bisect import BisectError
 from harness.bisect_report import headline, step_row, summary, write_bisect_report
 from harness.bisect_run import Bisector, Step
 from harness.cli_ab import EXIT_INVALID, InputError
+from harness.cli_options import report_options
 from harness.display import LiveProgress
 from harness.history import commit_info, first_parent_commits
 from harness.suite import SuiteError, load_suite
@@ -93,21 +94,7 @@ def print_path(console: Console, data: dict) -> None:
     is_flag=True,
     help="Serve each commit from its own virtual environment (built once per sha).",
 )
-@click.option(
-    "--out-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("results"),
-    show_default=True,
-    help="Where the report goes.",
-)
-@click.option(
-    "--ready-timeout",
-    type=float,
-    default=180.0,
-    show_default=True,
-    help="Seconds to wait for each cold server to answer /health.",
-)
-@click.option("--quiet", is_flag=True, help="No live progress display.")
+@report_options
 def bisect(
     good_ref,
     bad_ref,

@@ -13,6 +13,7 @@ from rich.console import Console
 from harness.ab import Side, label_arms, plan_arm
 from harness.arms import ArmError
 from harness.cli_ab import InputError, side_options
+from harness.cli_options import report_options
 from harness.compare import ComparisonError
 from harness.display import LiveProgress
 from harness.knee import KNEE_GAIN, SloError, parse_slos
@@ -107,21 +108,7 @@ def _sides(ref, serve_cmd, flags_env, base_ref, head_ref, opts) -> dict[str, Sid
 @click.option("--model", default=None, help="Model for every arm [default: the suite's].")
 @click.option("--flags", default=None, help="Server flags for every arm, replacing the suite's.")
 @click.option("--isolated", is_flag=True, help="Serve each git ref from its own venv.")
-@click.option(
-    "--out-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("results"),
-    show_default=True,
-    help="Where the report goes.",
-)
-@click.option(
-    "--ready-timeout",
-    type=float,
-    default=180.0,
-    show_default=True,
-    help="Seconds to wait for each cold server to answer /health.",
-)
-@click.option("--quiet", is_flag=True, help="No live progress display.")
+@report_options
 def sweep(
     suite_name,
     levels,

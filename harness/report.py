@@ -56,8 +56,8 @@ def _cell(value: object) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
-def render_markdown(ab: dict, plots: dict[str, str]) -> str:
-    """Markdown for a plain A/B result; `plots` maps 'rss'/'ttft' to file names beside it."""
+def template_env() -> Environment:
+    """The report templates' environment (A/B, sweep, bisect), with the table-cell filter."""
     env = Environment(
         loader=FileSystemLoader(TEMPLATES),
         undefined=StrictUndefined,
@@ -66,6 +66,12 @@ def render_markdown(ab: dict, plots: dict[str, str]) -> str:
         keep_trailing_newline=True,
     )
     env.filters["cell"] = _cell
+    return env
+
+
+def render_markdown(ab: dict, plots: dict[str, str]) -> str:
+    """Markdown for a plain A/B result; `plots` maps 'rss'/'ttft' to file names beside it."""
+    env = template_env()
     comparison = ab["comparison"]
     arms, arm_warnings = tables.arm_sections(ab)
     counter_arms, counter_rows, counter_folded = engagement(ab["rounds"])

@@ -7,13 +7,12 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from rich.console import Console
 from rich.table import Table
 
 from harness.ab import ArmPlan
 from harness.compare import EXIT_MEANING
-from harness.report import TEMPLATES, slug, to_plain
+from harness.report import slug, template_env, to_plain
 from harness.sweep import Sweep
 from harness.sweep_plots import plot_latency_throughput, plot_throughput, plot_ttft
 from harness.tables import fmt_ci, fmt_ratio, fmt_value
@@ -172,13 +171,7 @@ def counter_rows(result: dict) -> list[dict]:
 
 
 def render_markdown(result: dict, plots: dict[str, str]) -> str:
-    env = Environment(
-        loader=FileSystemLoader(TEMPLATES),
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
+    env = template_env()
     runs = [r["run"] for r in result["runs"] if r["run"]]
     return env.get_template("sweep.md.j2").render(
         r=result,
