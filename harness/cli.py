@@ -161,7 +161,11 @@ def suites() -> None:
     """List the shipped suites (suites/*.toml): name, model, phases, description."""
     for name in shipped():
         suite = load_suite(name)
-        phases = ", ".join(f"{p.name}: {p.clients}x{p.requests} {p.arrival}" for p in suite.phases)
+        phases = ", ".join(
+            f"{p.name}: {p.clients}x{p.requests} {p.arrival}"
+            + (f" x{p.bursts}" if p.bursts > 1 else "")
+            for p in suite.phases
+        )
         click.echo(f"{name:<16} model={suite.model:<14} {phases}")
         if suite.description:
             click.echo(f"{'':<16} {suite.description}")

@@ -31,6 +31,8 @@ def workload(suite: str, phases: list[tuple[Phase, list[int]]], prompts: str | N
                 "ignore_eos": p.ignore_eos,
                 "temperature": p.temperature,
                 "endpoint": p.endpoint,
+                # only when set, so that one-burst workloads keep their earlier fingerprints
+                **({"bursts": p.bursts} if p.bursts != 1 else {}),
             }
             for p, lengths in phases
         ],

@@ -90,15 +90,17 @@ class LoadDriver:
         prompts: list[Prompt],
         on_done: Callable[[RequestRecord], None] = lambda r: None,
     ) -> list[RequestRecord]:
+        """Fire the phase; a burst phase with `bursts` > 1 fires its bursts back to back, each
+        with fresh prompts (`prompts` holds them all), each when the previous one has ended."""
         offsets = arrival_offsets(phase)
         slots = asyncio.Semaphore(phase.clients)
-        start = self.now()
 
-        async def one(i: int) -> RequestRecord:
+        async def one(i: int, start: float) -> RequestRecord:
             rec = RequestRecord(phase.name, i, prompts[i].tokens, phase.max_tokens)
             if offsets is not None:
-                await self._sleep_until(start + offsets[i])
-                rec.arrival = start + offsets[i]
+                due = start + offsets[i % len(offsets)]
+                await self._sleep_until(due)
+                rec.arrival = due
             async with slots:
                 if self.stop.is_set():
                     rec.arrival = rec.send = rec.end = self.now()
@@ -110,7 +112,12 @@ class LoadDriver:
             on_done(rec)
             return rec
 
-        return list(await asyncio.gather(*(one(i) for i in range(phase.requests))))
+        records: list[RequestRecord] = []
+        for b in range(phase.bursts):  # a gone server: the later bursts record "not sent"
+            start, first = self.now(), b * phase.requests
+            batch = range(first, first + phase.requests)
+            records += await asyncio.gather(*(one(i, start) for i in batch))
+        return records
 
     async def _sleep_until(self, due: float) -> None:
         delay = due - self.now()

@@ -68,7 +68,7 @@ async def run_phase(
         before = await probes.metrics.scrape()
         await probes.memory.reset()
         hwm_reset = reset_hwm(tree)
-    progress.phase_started(phase.name, phase.requests)
+    progress.phase_started(phase.name, phase.total_requests)
     watchdog = asyncio.create_task(_watch(probes))
     try:
         with frozen_gc():

@@ -32,7 +32,7 @@ HEALTH_FIELDS = ("commit", "version", "model", "backend", "device", "dtype", "co
 
 
 def draw_lengths(phase: Phase) -> list[int]:
-    return phase.prompt_tokens.sample(random.Random(phase.seed), phase.requests)
+    return phase.prompt_tokens.sample(random.Random(phase.seed), phase.total_requests)
 
 
 def run_arm(

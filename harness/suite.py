@@ -67,6 +67,7 @@ class Phase:
     endpoint: str = "completions"
     expect: tuple[ExpectRule, ...] = ()
     max_error_rate: float = 0.5  # more failed requests than this fraction: the run is invalid
+    bursts: int = 1  # burst arrival: this many bursts of `requests`, each after the last ended
 
     def __post_init__(self) -> None:
         where = f"phase {self.name!r}"
@@ -74,12 +75,14 @@ class Phase:
             raise SuiteError(f"{where}: arrival must be one of {', '.join(ARRIVALS)}")
         if self.endpoint not in ENDPOINTS:
             raise SuiteError(f"{where}: endpoint must be one of {', '.join(ENDPOINTS)}")
-        for key in ("clients", "requests", "max_tokens"):
+        for key in ("clients", "requests", "max_tokens", "bursts"):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SuiteError(f"{where}: {key} must be a positive integer, got {value!r}")
         if self.arrival == "rate" and not (isinstance(self.rate, int | float) and self.rate > 0):
             raise SuiteError(f'{where}: arrival = "rate" needs rate > 0 (requests per second)')
+        if self.bursts > 1 and self.arrival != "burst":
+            raise SuiteError(f'{where}: bursts is only meaningful with arrival = "burst"')
         if self.arrival != "rate" and self.rate is not None:
             raise SuiteError(f'{where}: rate is only meaningful with arrival = "rate"')
         rate = self.max_error_rate
@@ -87,6 +90,11 @@ class Phase:
             raise SuiteError(f"{where}: max_error_rate must be a fraction from 0 to 1")
         if not 0 <= self.prefix_tokens < max(self.prompt_tokens.floor, 1):
             raise SuiteError(f"{where}: prefix_tokens must be >= 0 and below every prompt length")
+
+    @property
+    def total_requests(self) -> int:
+        """Every request the phase sends: `requests` per burst times `bursts`."""
+        return self.requests * self.bursts
 
 
 @dataclass(frozen=True, slots=True)

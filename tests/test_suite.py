@@ -50,6 +50,8 @@ def test_minimal_suite_gets_defaults(tmp_path):
         ("prefix_tokens = 64", "prefix_tokens must be >= 0 and below"),
         ("colour = 1", "unknown key(s) colour"),
         ("max_error_rate = 1.5", "max_error_rate must be a fraction from 0 to 1"),
+        ("bursts = 2", "bursts is only meaningful"),
+        ('arrival = "burst"\nbursts = 0', "bursts must be a positive integer"),
         ("prompt_tokens = 0", "prompt_tokens must be a positive integer"),
         ('prompt_tokens = {dist = "zipf"}', "dist must be uniform, normal or choice"),
         ('prompt_tokens = {dist = "uniform", min = 9}', "needs max"),
