@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import json
 import shlex
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -25,6 +26,7 @@ from harness.fingerprint import workload_diff
 from harness.launcher import LaunchError
 from harness.phase import Progress
 from harness.run import run_arm
+from harness.sequential import Schedule
 from harness.suite import Suite
 from harness.worktrees import Checkout, checkout, isolated_python
 
@@ -162,20 +164,26 @@ class ABRunner:
     suite: Suite
     plans: dict[str, ArmPlan]
     log_dir: Path
-    rounds_wanted: int = 5
-    max_rounds: int = 10
+    rounds_wanted: int = 3
+    max_rounds: int = 9
     ready_timeout_s: float = 120.0
     progress: Callable[[str], Progress] = lambda label: Progress()  # noqa: E731
-    more_rounds: Callable[[Comparison], bool] = needs_more_rounds  # add two rounds while true
+    more_rounds: Callable[[Comparison], bool] = needs_more_rounds  # on to the next look while true
     rounds: list[dict] = field(default_factory=list, init=False)  # as run so far
 
+    @property
+    def schedule(self) -> Schedule:
+        return Schedule.plan(self.rounds_wanted, max(self.rounds_wanted, self.max_rounds))
+
     def run(self) -> dict:
-        """All rounds; a workload mismatch stops after the round that shows it (the first)."""
+        """Rounds up to the first look, then on to the next look while `more_rounds` says a
+        metric is undecided (docs/statistics.md, "Sequential stopping"); a workload mismatch
+        stops after the round that shows it (the first). Each round records its wall time."""
         names = [n for n in ("base", "head", "null") if n in self.plans]
         self.rounds, crash, target, mismatch = [], None, self.rounds_wanted, None
         rounds = self.rounds
         while len(rounds) < target and crash is None and mismatch is None:
-            i = len(rounds)
+            i, started = len(rounds), time.monotonic()
             record = {"round": i + 1, "order": order(i, names), "null": None}
             record |= dict.fromkeys(names)  # each filled in as its run completes
             rounds.append(record)
@@ -184,18 +192,23 @@ class ABRunner:
                 record[name], crash = self._one(name, i + 1, label)
                 if crash:
                     break
+            record["wall_s"] = round(time.monotonic() - started, 3)
             mismatch = workload_mismatch(rounds)
-            if len(rounds) == target < self.max_rounds and crash is None and mismatch is None:
-                interim = self._compare(rounds, None)
-                if self.more_rounds(interim):
-                    target = min(self.max_rounds, target + 2)
+            if len(rounds) == target and crash is None and mismatch is None:
+                if self.more_rounds(self._compare(rounds, None)):
+                    target = self.schedule.next_look(target) or target
         return self.outcome(crash, mismatch)
 
     def outcome(self, crash: dict | None = None, problem: str | None = None) -> dict:
         """The result of the rounds run so far; `problem` (a workload mismatch, an interrupt)
         makes it INVALID while keeping every run."""
         comparison = self._compare(self.rounds, crash, problem)
-        return {"rounds": self.rounds, "crash": crash, "comparison": comparison.to_dict()}
+        return {
+            "rounds": self.rounds,
+            "crash": crash,
+            "schedule": self.schedule.to_dict(),
+            "comparison": comparison.to_dict(),
+        }
 
     def _one(self, name: str, rnd: int, label: str) -> tuple[dict | None, dict | None]:
         plan = self.plans[name]
@@ -235,7 +248,11 @@ class ABRunner:
         try:
             if problem is None:
                 return compare_rounds(
-                    complete or rounds, self.suite.gate, self.suite.memory_slack_bytes, crash=crash
+                    complete or rounds,
+                    self.suite.gate,
+                    self.suite.memory_slack_bytes,
+                    crash=crash,
+                    schedule=self.schedule,
                 )
         except ComparisonError as e:
             problems = [str(e), *problems]

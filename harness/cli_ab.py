@@ -165,16 +165,18 @@ def finish(result: dict, out_dir: Path) -> NoReturn:
 @click.option(
     "--rounds",
     type=click.IntRange(2, 100),
-    default=5,
+    default=3,
     show_default=True,
-    help="Rounds; each starts every arm cold, in rotating (ABBA) order.",
+    help="Rounds before the first look; each starts every arm cold, in rotating (ABBA) order.",
 )
 @click.option(
     "--max-rounds",
     type=click.IntRange(2, 200),
     default=9,
     show_default=True,
-    help="Rounds are added two at a time while a metric is INCONCLUSIVE, up to this.",
+    help="Looks at --rounds, +2, +4, ... up to this: rounds are added while a metric is "
+    "INCONCLUSIVE and none REGRESSED; each look spends its share of the gate's 1% "
+    "false-regression budget (docs/statistics.md).",
 )
 @click.option("--null-arm", is_flag=True, help="Add a second base arm per round (noise floor).")
 @click.option(

@@ -3,17 +3,19 @@ and the exit code a CI job gates on. Pure: no I/O, no clock (docs/statistics.md 
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from statistics import median
 
-from harness.interval import ratio_interval
+from harness.interval import detectable_shift, ratio_interval, t_bounds
+from harness.sequential import Schedule
 from harness.verdict import Verdict, is_memory_peak, lower_is_better, peak_verdict, ratio_verdict
 
 INVALID = "INVALID"
 EXIT_CODES = {"PASS": 0, "IMPROVEMENT": 0, "INCONCLUSIVE": 0, "REGRESSION": 1, INVALID: 2}
 EXIT_MEANING = {
     0: "no gated metric regressed beyond tolerance",
-    1: "a gated metric is worse beyond tolerance with 95% confidence",
+    1: "a gated metric is worse beyond tolerance, at the gate's 1% false-regression rate",
     2: "a run was invalid or an arm crashed, so nothing was judged",
 }
 ARMS = ("base", "head", "null")
@@ -37,6 +39,10 @@ class MetricResult:
     method: str  # "t", "bootstrap" or "minmax"
     lower_is_better: bool = True
     note: str = ""
+    alpha: float | None = None  # one-sided alpha a REGRESSION had to clear at this look
+    evidence_low: float | None = None  # the (1 - alpha) t-bounds on the ratio
+    evidence_high: float | None = None
+    detectable: float | None = None  # the true ratio this look catches 4 times in 5 (power)
 
 
 @dataclass(slots=True)
@@ -49,6 +55,7 @@ class Comparison:
     noise: list[MetricResult] = field(default_factory=list)  # null arm vs base
     invalid: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    schedule: dict | None = None  # the looks and alpha of the sequential rule (sequential.py)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -75,8 +82,10 @@ def compare_metric(
     slack_bytes: float = 0,
     *,
     seed: int = 0,
+    alpha: float | None = None,
 ) -> MetricResult:
-    """Judge one metric over paired rounds (base[i] and head[i] ran in the same round)."""
+    """Judge one metric over paired rounds (base[i] and head[i] ran in the same round).
+    With `alpha`, a REGRESSION needs the one-sided (1 - alpha) t-bound past 1, not the 95% CI."""
     lower = lower_is_better(name)
     memory = is_memory_peak(name)
     result = MetricResult(
@@ -109,7 +118,15 @@ def compare_metric(
     iv = ratio_interval(base, head, seed=seed)
     result.ratio, result.ci_low, result.ci_high = iv.ratio, iv.ci_low, iv.ci_high
     result.mde, result.method = iv.mde, iv.method
-    result.verdict = ratio_verdict(iv.ratio, iv.ci_low, iv.ci_high, tolerance, lower)
+    evidence = t_bounds(base, head, alpha) if alpha is not None else None
+    if evidence is not None:
+        result.alpha, (result.evidence_low, result.evidence_high) = alpha, evidence
+        limit = math.log1p(tolerance) if lower else -math.log1p(-tolerance)
+        shift = detectable_shift(base, head, alpha, limit)
+        result.detectable = math.exp(shift if lower else -shift)
+    result.verdict = ratio_verdict(
+        iv.ratio, iv.ci_low, iv.ci_high, tolerance, lower, evidence=evidence
+    )
     return result
 
 
@@ -146,17 +163,29 @@ def invalid_runs(rounds: list[dict], crash: dict | None = None) -> list[str]:
     return problems
 
 
+def interval_metrics(tolerances: dict[str, float]) -> list[str]:
+    """The gated metrics judged by an interval (memory peaks use the min/max rule): the
+    false-regression budget of each look is split among these."""
+    return [name for name in tolerances if not is_memory_peak(name)]
+
+
 def _metrics(
-    rounds: list[dict], arm: str, tolerances: dict[str, float], slack_bytes: float, seed: int
+    rounds: list[dict],
+    arm: str,
+    tolerances: dict[str, float],
+    slack_bytes: float,
+    seed: int,
+    schedule: Schedule,
 ) -> list[MetricResult]:
     paired = [r for r in rounds if r.get("base") is not None and r.get(arm) is not None]
     if not paired:
         return []
+    alpha = schedule.metric_alpha(len(paired), len(interval_metrics(tolerances)))
     out = []
     for name, tol in tolerances.items():
         base = [r["base"]["summary"].get(name) for r in paired]
         other = [r[arm]["summary"].get(name) for r in paired]
-        out.append(compare_metric(name, base, other, tol, slack_bytes, seed=seed))
+        out.append(compare_metric(name, base, other, tol, slack_bytes, seed=seed, alpha=alpha))
     return out
 
 
@@ -200,11 +229,14 @@ def compare_rounds(
     *,
     crash: dict | None = None,
     seed: int = 0,
+    schedule: Schedule | None = None,
 ) -> Comparison:
     """Rounds `[{"round", "order", "base", "head", "null"}]` of run records -> a Comparison.
 
     Every metric in `tolerances` is gated; the null arm, where present, is judged the same way
-    against base and reported as the noise floor. Raises ComparisonError for mixed workloads."""
+    against base and reported as the noise floor. A REGRESSION must clear the alpha that
+    `schedule` gives this look (default: one look at these rounds, the whole 1% budget).
+    Raises ComparisonError for mixed workloads."""
     if not rounds:
         raise ComparisonError("no rounds to compare")
     for name, tol in tolerances.items():
@@ -219,8 +251,9 @@ def compare_rounds(
     n = sum(1 for r in rounds if r.get("base") is not None and r.get("head") is not None)
     if n == 0 and not invalid:
         raise ComparisonError("no round has both a base and a head run")
-    metrics = _metrics(rounds, "head", tolerances, slack_bytes, seed)
-    noise = _metrics(rounds, "null", tolerances, slack_bytes, seed)
+    schedule = schedule or Schedule.single(max(n, 1))
+    metrics = _metrics(rounds, "head", tolerances, slack_bytes, seed, schedule)
+    noise = _metrics(rounds, "null", tolerances, slack_bytes, seed, schedule)
     verdict = _overall(metrics, invalid)
     return Comparison(
         verdict=verdict,
@@ -231,12 +264,20 @@ def compare_rounds(
         noise=noise,
         invalid=invalid,
         warnings=_warnings(metrics, noise, n),
+        schedule=schedule.to_dict(),
     )
 
 
 def needs_more_rounds(result: Comparison) -> bool:
-    """True when a gated metric is INCONCLUSIVE and more rounds could settle it (an INVALID
-    comparison never needs more rounds: it has already failed)."""
-    if result.verdict == INVALID:
+    """True when a gated metric is INCONCLUSIVE and more rounds could settle it. An INVALID or
+    REGRESSION comparison is decided: it stops at once (every look spends its own alpha, so
+    stopping early keeps the gate's false-regression rate)."""
+    if result.verdict in (INVALID, Verdict.REGRESSION):
         return False
     return any(m.verdict == Verdict.INCONCLUSIVE for m in result.metrics)
+
+
+def next_look(result: Comparison, schedule: Schedule) -> int | None:
+    """The round count of the next look when this look left the gate undecided, else None:
+    the whole stopping rule (harness ab's round loop and the simulated gates both use it)."""
+    return schedule.next_look(result.rounds) if needs_more_rounds(result) else None

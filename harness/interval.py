@@ -62,3 +62,35 @@ def ratio_interval(
         lo, hi = float(boot.confidence_interval.low), float(boot.confidence_interval.high)
         half, method = (hi - lo) / 2, "bootstrap"
     return RatioInterval(math.exp(mean), math.exp(lo), math.exp(hi), math.exp(half), method)
+
+
+def t_bounds(base: list[float], head: list[float], alpha: float) -> tuple[float, float] | None:
+    """One-sided (1 - alpha) t-bounds on the ratio, low and high: the evidence a sequential
+    REGRESSION needs (the t-bound at every R: a bootstrap cannot resolve a 0.1% tail from ten
+    rounds). None below two rounds or for a degenerate alpha."""
+    d = log_ratios(base, head)
+    r = d.size
+    if r < 2 or not 0 < alpha < 0.5:
+        return None
+    mean = float(d.mean())
+    half = float(stats.t.ppf(1 - alpha, r - 1) * d.std(ddof=1) / math.sqrt(r))
+    return math.exp(mean - half), math.exp(mean + half)
+
+
+POWER = 0.8
+
+
+def detectable_shift(
+    base: list[float], head: list[float], alpha: float, log_limit: float, power: float = POWER
+) -> float | None:
+    """The true ln-shift (towards worse) this look calls a REGRESSION with probability `power`
+    at the rounds' observed spread: its bound must clear 1 (t(1-alpha) standard errors) and its
+    estimate the tolerance's bad limit (`log_limit`, e.g. ln 1.15)."""
+    d = log_ratios(base, head)
+    r = d.size
+    if r < 2 or not 0 < alpha < 0.5:
+        return None
+    se = float(d.std(ddof=1) / math.sqrt(r))
+    t_power = float(stats.t.ppf(power, r - 1))
+    t_alpha = float(stats.t.ppf(1 - alpha, r - 1))
+    return max((t_alpha + t_power) * se, log_limit + t_power * se)

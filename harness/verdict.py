@@ -34,18 +34,28 @@ def is_memory_peak(metric: str) -> bool:
 
 
 def ratio_verdict(
-    ratio: float, ci_low: float | None, ci_high: float | None, tol: float, lower_better: bool
+    ratio: float,
+    ci_low: float | None,
+    ci_high: float | None,
+    tol: float,
+    lower_better: bool,
+    *,
+    evidence: tuple[float, float] | None = None,
 ) -> Verdict:
-    """Verdict from head/base ratio estimate and its CI against a relative tolerance."""
+    """Verdict from head/base ratio estimate and its CI against a relative tolerance.
+    `evidence` (low, high), when given, is the stricter interval a REGRESSION must clear
+    instead of the CI (the sequential gate's per-look alpha, harness/sequential.py)."""
     if ci_low is None or ci_high is None or not math.isfinite(ratio):
         return Verdict.INCONCLUSIVE
+    ev_low, ev_high = evidence or (ci_low, ci_high)
     if lower_better:
         bad_limit, good_limit = 1 + tol, 1 - tol
     else:
         # Flip so that "bigger is worse" below; limits stay 1 -/+ tol on the raw ratio.
         ratio, ci_low, ci_high = 1 / ratio, 1 / ci_high, 1 / ci_low
+        ev_low = 1 / ev_high
         bad_limit, good_limit = 1 / (1 - tol), 1 / (1 + tol)
-    if ci_low > 1 and ratio > bad_limit:
+    if ev_low > 1 and ratio > bad_limit:
         return Verdict.REGRESSION
     if ci_high < 1 and ratio < good_limit:
         return Verdict.IMPROVEMENT

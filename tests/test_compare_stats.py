@@ -51,14 +51,30 @@ def test_pure_noise_almost_never_regresses(metric):
     assert np.mean(verdicts == Verdict.PASS) > 0.2  # and it does pass, not only hedge
 
 
+# One look at a fixed R = 5 spends the whole 1% budget on one metric (one-sided t at 99%, not
+# the 97.5% of a 95% CI): power at 5% noise is 88-90% here (was 97-98% at 2.5%); the
+# sequential gate adds rounds when a look cannot decide (tests/test_gate_power.py).
 def test_twenty_percent_worse_with_low_noise_is_regression():
     verdicts = simulate(seed=2, shift=1.2, cv=0.05, gates=200)
-    assert np.mean(verdicts == Verdict.REGRESSION) >= 0.95
+    assert np.mean(verdicts == Verdict.REGRESSION) >= 0.85
+    assert np.mean(verdicts == Verdict.PASS) == 0
 
 
 def test_twenty_percent_less_throughput_is_regression():
     verdicts = simulate(seed=3, shift=1 / 1.2, cv=0.05, gates=200, metric="tok_s")
-    assert np.mean(verdicts == Verdict.REGRESSION) >= 0.95
+    assert np.mean(verdicts == Verdict.REGRESSION) >= 0.85
+    assert np.mean(verdicts == Verdict.PASS) == 0
+
+
+def test_regression_needs_the_stricter_evidence_not_the_95_percent_ci():
+    # 95% CI low is above 1 and the estimate beyond tolerance, but the one-sided 99.9% bound
+    # reaches below 1: not yet a regression; the same rounds at the CI's own alpha are one.
+    base, head = [100.0, 100.0, 100.0], [112.0, 125.0, 126.0]
+    strict = compare_metric("ttft_p50_ms", base, head, 0.10, alpha=0.001)
+    assert strict.ci_low > 1 and strict.evidence_low < 1
+    assert strict.verdict == Verdict.INCONCLUSIVE
+    assert compare_metric("ttft_p50_ms", base, head, 0.10).verdict == Verdict.REGRESSION
+    assert strict.detectable > 1.10  # the 80%-power ratio is beyond the tolerance limit
 
 
 def test_twenty_percent_worse_with_high_noise_is_inconclusive_not_pass():
@@ -185,7 +201,7 @@ def test_exit_codes():
     noisy = gate(1.1, cv=0.3)
     assert (noisy.verdict, noisy.exit_code) == ("INCONCLUSIVE", 0)
     assert needs_more_rounds(noisy) and noisy.warnings
-    assert not needs_more_rounds(gate(1.3))
+    assert not needs_more_rounds(gate(1.3))  # a REGRESSION stops the rounds at once
     crashed = gate(1.3, crash={"arm": "head", "log_tail": "Killed"})
     assert (crashed.verdict, crashed.exit_code) == ("INVALID", 2)
     assert not needs_more_rounds(crashed)
