@@ -13,6 +13,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from harness import tables
 from harness.engagement import engagement
 from harness.plots import plot_rss, plot_ttft
+from harness.power import power_rows, round_walls
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"  # the repo's templates/
 
@@ -82,6 +83,9 @@ def render_markdown(ab: dict, plots: dict[str, str]) -> str:
         comparison=comparison,
         verdict_line=tables.verdict_line(comparison),
         metric_rows=tables.metric_rows(comparison),
+        power_rows=power_rows(comparison),
+        walls=round_walls(ab["rounds"]),
+        looks=_looks(comparison),
         has_null=bool(comparison.get("noise")),
         key_metrics=tables.KEY_METRICS,
         round_rows=tables.round_rows(ab["rounds"]),
@@ -97,6 +101,12 @@ def render_markdown(ab: dict, plots: dict[str, str]) -> str:
         + arm_warnings
         + machine_warnings,
     )
+
+
+def _looks(comparison: dict) -> str:
+    schedule = comparison.get("schedule") or {}
+    looks = ", ".join(str(r) for r in schedule.get("looks", [])) or "one, at the end"
+    return f"{looks} rounds (stopped after {comparison['rounds']})"
 
 
 def write_report(ab_result: dict, out_dir: Path) -> Path:

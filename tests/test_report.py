@@ -204,3 +204,19 @@ def test_phase_names_take_free_rows():
     # three names close together and one far away: no two on a row may overlap
     assert label_rows([0.10, 0.12, 0.14, 0.80], [0.05, 0.05, 0.05, 0.05]) == [0, 1, 2, 0]
     assert label_rows([0.1, 0.3], [0.1, 0.1]) == [0, 0]
+
+
+def test_report_states_the_power_it_achieved(tmp_path):
+    ab = ab_result()
+    for i, rnd in enumerate(ab["rounds"]):
+        rnd["wall_s"] = 60.0 + i
+    text = write_report(ab, tmp_path).read_text()
+    mde = text.split("## Minimum detectable effect")[1].split("## Warnings")[0]
+    power = [line for line in mde.splitlines() if "(null arm)" in line]
+    assert len(power) == 3  # TTFT p50, p95, tok/s: the null arm is the noise floor
+    # one look at 4 rounds: the whole 1% split over the three interval-judged metrics
+    assert re.fullmatch(
+        r"\| ttft_p50_ms \| \d+\.\d% \| \d+\.\d% \(null arm\) \| 0.0033 \| 1\.\d{3}x \|", power[0]
+    )
+    assert "Looks: 4 rounds (stopped after 4)" in mde
+    assert "median 62 s per round (60, 61, 62, 63; 4.1 min in all)" in mde
