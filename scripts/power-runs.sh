@@ -7,10 +7,11 @@
 #   sh scripts/power-runs.sh [N] [OUT]        # N A/A runs (default 5), OUT default below
 #   BUSY=1 sh scripts/power-runs.sh           # with a CPU-bound process beside every run
 #   FACTORS="1.2 1.1" sh scripts/power-runs.sh 0   # only the seeded regressions
+#   FACTORS= sh scripts/power-runs.sh 2            # only A/A runs
 set -u
 N=${1:-5}
 OUT=${2:-results/power-runs-$(date -u +%Y%m%d-%H%M%S).tsv}
-FACTORS=${FACTORS:-1.2}
+FACTORS=${FACTORS-1.2}  # empty: no seeded run
 BUSY=${BUSY:-0}
 HARNESS=${HARNESS:-.venv/bin/harness}
 ROOT=$(git rev-parse --show-toplevel) || exit 2
