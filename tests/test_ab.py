@@ -62,7 +62,11 @@ def test_a_a_on_smoke_passes_and_writes_a_dated_report(tmp_path):
         ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True
     ).stdout.strip()
     runs = [rnd[arm] for rnd in result["rounds"] for arm in ("base", "head")]
-    assert len(runs) >= 10 and all(run["server"]["commit"] == sha for run in runs)
+    assert len(runs) >= 6 and all(run["server"]["commit"] == sha for run in runs)
+    # sequential stopping: it stopped at one of the looks, and every round kept its wall time
+    assert result["schedule"]["looks"] == [3, 5, 7, 9]
+    assert len(result["rounds"]) in result["schedule"]["looks"]
+    assert all(rnd["wall_s"] > 0 for rnd in result["rounds"])
 
 
 def throwaway_repo(tmp_path: Path) -> tuple[Path, str, str]:
