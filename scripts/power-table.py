@@ -63,7 +63,10 @@ def table(path: Path) -> str:
         sd = log_spread(m["base"], m["head"])
         if sd is None:
             continue
-        r5, r9 = (caught(sd, r, DEFAULT.metric_alpha(r, k), m["tolerance"]) for r in (5, 9))
+        tol = m["tolerance"] if m["lower_is_better"] else 1 / (1 - m["tolerance"]) - 1
+        r5, r9 = (caught(sd, r, DEFAULT.metric_alpha(r, k), tol) for r in (5, 9))
+        if not m["lower_is_better"]:  # throughput: the regression is a ratio below 1
+            r5, r9 = 1 / r5, 1 / r9
         mde5 = math.exp(stats.t.ppf(0.975, 4) * sd / math.sqrt(5))  # the report's MDE at R=5
         lines.append(
             f"| {m['name']} | {sd * 100:.1f}% | {sd / math.sqrt(2) * 100:.1f}% | {mde5:.3f}x | "
