@@ -194,9 +194,9 @@ class ABRunner:
                     break
             record["wall_s"] = round(time.monotonic() - started, 3)
             mismatch = workload_mismatch(rounds)
-            if len(rounds) == target and crash is None and mismatch is None:
-                if self.more_rounds(self._compare(rounds, None)):
-                    target = self.schedule.next_look(target) or target
+            decided = len(rounds) < target or crash is not None or mismatch is not None
+            if not decided and self.more_rounds(self._compare(rounds, None)):
+                target = self.schedule.next_look(target) or target
         return self.outcome(crash, mismatch)
 
     def outcome(self, crash: dict | None = None, problem: str | None = None) -> dict:

@@ -68,7 +68,7 @@ def test_noise_beyond_the_tolerance_runs_to_the_cap(tmp_path):
 
 @pytest.mark.parametrize(("rounds", "cap", "looks"), [(5, 5, [5]), (4, 9, [4, 6, 8, 9])])
 def test_positional_constructor_and_custom_schedules(tmp_path, rounds, cap, looks):
-    # bisect and sweep call ABRunner(suite, plans, log_dir, rounds, max_rounds, ready_timeout)
-    r = runner(tmp_path, 1.0, 0.5, seed=1, rounds=rounds, max_rounds=cap)
+    # bisect calls ABRunner(suite, plans, log_dir, rounds_wanted, max_rounds, ready_timeout)
+    r = runner(tmp_path, 1.0, 0.5, seed=1, rounds_wanted=rounds, max_rounds=cap)
     assert list(r.schedule.looks) == looks
     assert len(r.run()["rounds"]) in looks

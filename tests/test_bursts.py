@@ -43,7 +43,7 @@ def test_bursts_fire_back_to_back_with_fresh_prompts(tmp_path):
 def test_bursts_enter_the_fingerprint_only_when_set(tmp_path):
     many = load_suite(str(write_suite(tmp_path, SUITE))).phases[0]
     one = load_suite(str(write_suite(tmp_path, SUITE.replace("bursts = 4", "")))).phases[0]
-    facts = workload("m", [(one, draw_lengths(one))])
+    facts = workload("m", [(one, draw_lengths(one))], None)
     assert "bursts" not in facts["phases"][0]  # one-burst workloads keep their fingerprints
-    assert fingerprint(facts) != fingerprint(workload("m", [(many, draw_lengths(many))]))
+    assert fingerprint(facts) != fingerprint(workload("m", [(many, draw_lengths(many))], None))
     assert many.total_requests == 12 and one.total_requests == 3
