@@ -25,10 +25,10 @@ seed_commit() {  # $1 = factor; prints the sha of HEAD + "prefill is FACTOR time
 import sys
 path, factor = sys.argv[1], float(sys.argv[2])
 text = open(path).read()
-old = "        out = fn(*args)\n"
+old = "            out = fn(*args)\n"
 new = old + (
-    f'        if kind.startswith("prefill"):  # seeded by power-runs.sh: prefill x{factor}\n'
-    f"            time.sleep({factor - 1:.4f} * (time.perf_counter() - t0))\n"
+    f'            if kind.startswith("prefill"):  # seeded by power-runs.sh: prefill x{factor}\n'
+    f"                time.sleep({factor - 1:.4f} * (time.perf_counter() - t0))\n"
 )
 if text.count(old) != 1:
     sys.exit(f"{path}: the seed's patch point (Scheduler._timed) is gone; update power-runs.sh")
