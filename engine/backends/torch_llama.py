@@ -115,7 +115,10 @@ class TransformerBlock(nn.Module):
 class LlamaModel(nn.Module):
     def __init__(self, args: ModelArgs):
         super().__init__()
-        self.embed_tokens = nn.Embedding(args.vocab_size, args.hidden_size)
+        # an empty weight skips Embedding's normal_ init: on meta it lazily imports torch._refs,
+        # 1 s of every cold start (the loaded weight replaces it anyway)
+        empty = torch.empty(args.vocab_size, args.hidden_size)
+        self.embed_tokens = nn.Embedding(args.vocab_size, args.hidden_size, _weight=empty)
         self.layers = nn.ModuleList(TransformerBlock(args) for _ in range(args.num_hidden_layers))
         self.norm = RMSNorm(args.hidden_size, args.rms_norm_eps)
 
