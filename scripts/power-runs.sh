@@ -16,7 +16,8 @@ BUSY=${BUSY:-0}
 HARNESS=${HARNESS:-.venv/bin/harness}
 ROOT=$(git rev-parse --show-toplevel) || exit 2
 cd "$ROOT" || exit 2
-mkdir -p "$(dirname "$OUT")" results/power-logs
+RUNS=${OUT%.tsv}  # each run's report in its own folder: same-day A/As share a report name
+mkdir -p "$(dirname "$OUT")" "$RUNS"
 
 seed_commit() {  # $1 = factor; prints the sha of HEAD + "prefill is FACTOR times slower"
   tmp=$(mktemp -d)
@@ -45,7 +46,7 @@ PY
 one() {  # $1 = label, $2 = expected exit, rest = harness ab arguments
   label=$1 expect=$2
   shift 2
-  log="results/power-logs/$label.log"
+  log="$RUNS/$label.log"
   busy_pid=""
   if [ "$BUSY" = 1 ]; then
     python3 -c "while True: pass" &
@@ -53,7 +54,7 @@ one() {  # $1 = label, $2 = expected exit, rest = harness ab arguments
   fi
   load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo "?")
   t0=$(date +%s)
-  "$HARNESS" ab --quiet "$@" >"$log" 2>&1
+  "$HARNESS" ab --quiet --out-dir "$RUNS/$label" "$@" >"$log" 2>&1
   rc=$?
   t1=$(date +%s)
   [ -n "$busy_pid" ] && kill "$busy_pid" 2>/dev/null && wait "$busy_pid" 2>/dev/null
