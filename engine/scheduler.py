@@ -163,36 +163,42 @@ class Scheduler:
             queued = list(self.waiting)
         if c.prefill_max_seqs and min(c.max_batch_prefill, free, len(queued)) > rows:
             self.metrics.prefill_admission_capped.inc()
-        head = queued[0]
-        if self.cache is not None:
-            entry, reuse = self.cache.lookup(head.prompt)
-            if entry is not None:
-                self._take(1)
-                if not self._owned([head], self._start, head):
-                    return
-                if not self._owned([head], self.backend.copy_prefix, entry.kv, head.seq_id, reuse):
-                    return
-                head.prefilled = head.cached_tokens = reuse
-                self.metrics.cache_hits.inc()
-                self.metrics.cache_tokens_reused.inc(reuse)
-                return self._prefill_alone(head)
-            self.metrics.cache_misses.inc()
+        # the cohort drains by the tokens each row still has to prefill: a prompt-cache hit
+        # copies its prefix and joins the batched forward with its suffix (docs/engine.md)
         lengths, live = [], self.kv_live_bytes
         for seq in queued[:rows]:
             need = self.backend.kv_bytes(seq.capacity)
             if not kv_admits(live, need, self.kv_budget):
                 break
-            lengths.append(len(seq.prompt))
+            reuse = self.cache.match(seq.prompt)[1] if self.cache is not None else 0
+            lengths.append(len(seq.prompt) - reuse)
             live += need
         cohort = drain_cohort(lengths, rows, c.token_cap, c.prefill_chunk_size)
         self.metrics.prefill_rows_spilled.inc(cohort.spilled)
-        taken = [s for s in self._take(cohort.rows) if self._owned([s], self._start, s)]
+        taken = [
+            s
+            for s in self._take(cohort.rows)
+            if self._owned([s], self._start, s) and self._owned([s], self._reuse_prefix, s)
+        ]
         if not taken:
             return
         if cohort.path == "batched":
             self._prefill_batched(taken)
         else:
             self._prefill_alone(taken[0])
+
+    def _reuse_prefix(self, seq: Sequence) -> None:
+        """Copy the prompt cache's longest prefix of seq's prompt into its slot (if any)."""
+        if self.cache is None:
+            return
+        entry, reuse = self.cache.lookup(seq.prompt)
+        if entry is None:
+            self.metrics.cache_misses.inc()
+            return
+        self.backend.copy_prefix(entry.kv, seq.seq_id, reuse)
+        seq.prefilled = seq.cached_tokens = reuse
+        self.metrics.cache_hits.inc()
+        self.metrics.cache_tokens_reused.inc(reuse)
 
     def _take(self, n: int) -> list[Sequence]:
         with self.lock:
@@ -231,7 +237,7 @@ class Scheduler:
             seqs,
             self.backend.prefill_batch,
             [s.seq_id for s in seqs],
-            [s.prompt for s in seqs],
+            [s.remaining_prompt for s in seqs],
         )
         if logits is None:
             return

@@ -1,5 +1,6 @@
 """Parity of the forwards: batched vs single prefill, chunked vs whole, torch vs MLX, the KV
-pool's batched decode vs per-row, int4 vs the dequantized float path."""
+pool's batched decode vs per-row, int4 vs the dequantized float path, prompt-cache hits
+prefilled in one batched forward vs cold runs."""
 
 import dataclasses
 import importlib
@@ -128,6 +129,39 @@ def test_prefix_copy_resumes_like_the_original(backend):
     backend.remove_sequence(2)
     assert int(resumed.argmax()) == tokens[0]
     assert close(logits[0], resumed)
+
+
+def test_cache_hit_rows_batched_with_cold_rows_match_cold_runs(backend):
+    """A cohort of rows resuming from copied prefixes of different lengths (one row cold)
+    prefilled as ONE padded forward: each row's greedy tokens and logits equal its cold run."""
+    shared = prompts((24,), seed=5)[0]
+    tails = prompts((3, 11, 6, 9), seed=6)
+    batch = [shared + tails[0], shared[:20] + tails[1], tails[2], shared + tails[3]]
+    reuse = [24, 20, 0, 23]  # the last row reuses all but one of its shared tokens
+    backend.add_sequence(50, 40)
+    backend.prefill(50, shared)
+    kv, _ = backend.save_prefix(50, 24)
+    backend.remove_sequence(50)
+    ids = [60, 61, 62, 63]
+    for i, p, n in zip(ids, batch, reuse, strict=True):
+        backend.add_sequence(i, len(p) + DECODE_STEPS)
+        if n:
+            backend.copy_prefix(kv, i, n)
+    try:
+        out = [backend.prefill_batch(ids, [p[n:] for p, n in zip(batch, reuse, strict=True)])]
+        for _ in range(DECODE_STEPS):
+            out.append(backend.decode(ids, [int(t) for t in out[-1].argmax(-1)]))
+        assert [backend.seq_length(i) for i in ids] == [len(p) + DECODE_STEPS for p in batch]
+    finally:
+        for i in ids:
+            backend.remove_sequence(i)
+    # keys span the longest prefix + new tokens: [B, L, S], L = 11 new, S = 23 + 10 (last row)
+    assert backend.mask_bytes_last == 4 * 11 * 33 * 4
+    logits = np.stack(out)
+    for b, p in enumerate(batch):
+        tokens, single = run_single(backend, p, DECODE_STEPS)
+        assert [int(x.argmax()) for x in logits[:, b]] == tokens, f"row {b}"
+        assert close(single, logits[:, b]), f"row {b}"
 
 
 @NO_MLX

@@ -49,3 +49,31 @@ def test_kv_budget_queues_what_does_not_fit_and_rejects_what_never_can(engine_fa
     assert m["engine_decode_rows_total"] == m["engine_decode_steps_total"]  # never together
     ((status, answer, _),) = run_concurrently(eng.url, [{"prompt": "x", "max_tokens": 800}])
     assert status == 400 and "KV cache" in answer["error"]["message"]
+
+
+def test_cache_hits_sent_together_prefill_as_one_batched_cohort(engine_factory):
+    """Four prompts sharing a cached prefix (as chat requests share a system prompt), sent
+    together after one earlier request: their suffixes prefill in ONE batched forward, four
+    cache hits, and the same tokens as an engine without the cache."""
+    prefix = list(range(10, 250))  # 240 tokens
+    bodies = [
+        {"prompt": prefix + [5 + i] * (3 + 4 * i), "max_tokens": 6, "temperature": 0}
+        for i in range(4)
+    ]
+    flags = ("--batch-window-ms", "1000")
+    texts = {}
+    for name, extra in (("cold", ("--no-prompt-cache",)), ("warm", ())):
+        eng = engine_factory(*flags, *extra)
+        ((status, _, _),) = run_concurrently(eng.url, [{"prompt": prefix + [3], "max_tokens": 1}])
+        assert status == 200
+        answers = run_concurrently(eng.url, bodies)
+        assert [a[0] for a in answers] == [200] * 4
+        texts[name] = [a[1]["choices"][0]["text"] for a in answers]
+        texts[name + "_metrics"] = metrics(eng.url)
+    assert texts["warm"] == texts["cold"]
+    m = texts["warm_metrics"]
+    assert m["engine_prompt_cache_hits_total"] == 4
+    assert m["engine_prompt_cache_tokens_reused_total"] == 4 * len(prefix)
+    assert m['engine_prefill_forwards_total{path="batched"}'] == 1
+    assert m['engine_prefill_rows_total{path="batched"}'] == 4
+    assert m['engine_prefill_forwards_total{path="single"}'] == 1  # the earlier request

@@ -53,8 +53,10 @@ class Backend(ABC):
 
     @abstractmethod
     def prefill_batch(self, seq_ids: list[int], prompts: list[list[int]]) -> np.ndarray:
-        """Cold prompts of mixed lengths, right-padded to the longest L, as ONE forward over
-        [B, L] with a materialized additive float32 [B, L, L] mask. Returns [B, V]."""
+        """New tokens of B sequences, right-padded to the longest L, as ONE forward. Cold rows
+        only: a materialized additive [B, L, L] mask over the step's own K/V. Rows that already
+        hold a cached prefix (prompt-cache hits): a [B, L, S] mask over each row's prefix and
+        new tokens, S the longest prefix + new. Returns [B, V]."""
 
     @abstractmethod
     def prefill(self, seq_id: int, tokens: list[int]) -> np.ndarray:

@@ -72,34 +72,39 @@ class MLXBackend(Backend):
     def prefill_batch(self, seq_ids: list[int], prompts: list[list[int]]) -> np.ndarray:
         caches = [self.caches[s] for s in seq_ids]
         for c, p in zip(caches, prompts, strict=True):
-            assert c.length == 0, "batched prefill takes cold sequences only"
             self._check_room(c, len(p))
+        offsets = [c.length for c in caches]
         lengths = [len(p) for p in prompts]
         B, L = len(prompts), max(lengths)
+        cold = not any(offsets)
+        S = L if cold else max(o + t for o, t in zip(offsets, lengths, strict=True))
         tokens = np.zeros((B, L), dtype=np.int32)
         for b, p in enumerate(prompts):
             tokens[b, : len(p)] = p
         with mx.stream(self._device):
+            off = mx.array(offsets).reshape(B, 1, 1)
             n = mx.array(lengths).reshape(B, 1, 1)
             i = mx.arange(L).reshape(1, L, 1)
-            j = mx.arange(L).reshape(1, 1, L)
-            # Padding queries (i >= n) still see their causal prefix so no softmax row is empty.
-            allowed = (j <= i) & ((j < n) | (i >= n))
+            j = mx.arange(S).reshape(1, 1, S)
+            # keys: each row's cached prefix (none when cold), then its new tokens; a padding
+            # query (i >= n) sees all of them, so no softmax row is empty
+            allowed = (j <= off + i) & (j < off + n)
             mask = mx.where(allowed, mx.array(0.0, mx.float32), mx.array(-mx.inf, mx.float32))
             mx.eval(mask)
             self._note_mask(mask.nbytes)
+            top = self.args.max_position_embeddings - 1  # padding past a long prefix: clamped
             step = Step(
-                positions=mx.broadcast_to(mx.arange(L), (B, L)),
+                positions=mx.minimum(off.reshape(B, 1) + mx.arange(L), top),
                 caches=caches,
-                offsets=[0] * B,
+                offsets=offsets,
                 lengths=lengths,
                 mask=mask[:, None].astype(self._dtype),
-                self_attend=True,
+                self_attend=cold,
             )
             del mask
             logits = self._run(tokens, step, (mx.arange(B), mx.array(lengths) - 1))
         for c, length in zip(caches, lengths, strict=True):
-            c.length = length
+            c.length += length
         return logits
 
     def prefill(self, seq_id: int, tokens: list[int]) -> np.ndarray:

@@ -85,8 +85,10 @@ class Attention(nn.Module):
         return self.o_proj(out.transpose(0, 2, 1, 3).reshape(B, T, -1))
 
     def _attend_cached(self, q, k, v, step: Step, layer: int, b: int) -> mx.array:
-        keys, values = step.caches[b].update_and_fetch(layer, k, v, step.offsets[b])
-        mask = step.mask[b : b + 1] if step.mask is not None else None
+        """Row b's new K/V (its first lengths[b], the rest is padding) after its prefix."""
+        n, off = step.lengths[b], step.offsets[b]
+        keys, values = step.caches[b].update_and_fetch(layer, k[:, :n], v[:, :n], off)
+        mask = step.mask[b : b + 1, :, :, : off + n] if step.mask is not None else None
         return mx.fast.scaled_dot_product_attention(
             q, keys[None], values[None], scale=self.scale, mask=mask
         )

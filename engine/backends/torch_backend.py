@@ -91,28 +91,35 @@ class TorchBackend(Backend):
     def prefill_batch(self, seq_ids: list[int], prompts: list[list[int]]) -> np.ndarray:
         caches = [self.caches[s] for s in seq_ids]
         for c, p in zip(caches, prompts, strict=True):
-            assert c.length == 0, "batched prefill takes cold sequences only"
             self._check_room(c, len(p))
+        offsets = [c.length for c in caches]
         lengths = [len(p) for p in prompts]
         B, L = len(prompts), max(lengths)
         tokens = torch.zeros((B, L), dtype=torch.long)
         for b, p in enumerate(prompts):
             tokens[b, : len(p)] = torch.tensor(p)
+        off = torch.tensor(offsets, device=self._device).view(B, 1, 1)
         n = torch.tensor(lengths, device=self._device).view(B, 1, 1)
         i = torch.arange(L, device=self._device).view(1, L, 1)
-        j = torch.arange(L, device=self._device).view(1, 1, L)
-        # Padding queries (i >= n) still see their causal prefix so no softmax row is empty.
-        allowed = (j <= i) & ((j < n) | (i >= n))
-        mask = torch.zeros((B, L, L), dtype=torch.float32, device=self._device)
+        cold = not any(offsets)
+        S = L if cold else max(o + t for o, t in zip(offsets, lengths, strict=True))
+        j = torch.arange(S, device=self._device).view(1, 1, S)
+        # keys: each row's cached prefix (none when cold), then its new tokens; a padding
+        # query (i >= n) sees all of them, so no softmax row is empty
+        allowed = (j <= off + i) & (j < off + n)
+        mask = torch.zeros((B, L, S), dtype=torch.float32, device=self._device)
         mask.masked_fill_(~allowed, float("-inf"))
         self._note_mask(mask.nbytes)
         step = Step(
-            positions=torch.arange(L, device=self._device).expand(B, L),
+            # padding past a long prefix may run off the rotary table: clamp (never attended)
+            positions=(off.view(B, 1) + torch.arange(L, device=self._device)).clamp_max(
+                self.args.max_position_embeddings - 1
+            ),
             caches=caches,
-            offsets=[0] * B,
+            offsets=offsets,
             lengths=lengths,
-            mask=mask.unsqueeze(1).to(self._dtype),
-            self_attend=True,
+            mask=mask.unsqueeze(1).to(self._dtype if cold else self._kv_dtype),
+            self_attend=cold,
         )
         del mask
         h = self.model(tokens.to(self._device), step)
@@ -120,7 +127,7 @@ class TorchBackend(Backend):
             torch.arange(B, device=self._device), torch.tensor(lengths, device=self._device) - 1
         ]
         for c, length in zip(caches, lengths, strict=True):
-            c.length = length
+            c.length += length
         return self.model.logits(last).cpu().numpy()
 
     @torch.inference_mode()

@@ -68,12 +68,26 @@ class Attention(nn.Module):
                 n = step.lengths[b]
                 cache.update_and_fetch(layer, k[b, :, :n], v[b, :, :n], step.offsets[b])
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=step.mask, enable_gqa=True)
-        else:  # one sequence extends its cached prefix (in the cache's dtype)
-            keys, values = step.caches[0].update_and_fetch(layer, k[0], v[0], step.offsets[0])
+        else:  # rows extend their cached prefixes (in the cache's dtype)
+            keys, values = self._extend(k, v, step, layer)
             out = F.scaled_dot_product_attention(
-                q.to(keys.dtype), keys[None], values[None], attn_mask=step.mask, enable_gqa=True
+                q.to(keys.dtype), keys, values, attn_mask=step.mask, enable_gqa=True
             ).to(q.dtype)
         return self.o_proj(out.transpose(1, 2).reshape(B, T, -1))
+
+    def _extend(self, k, v, step: Step, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Write each row's new K/V after its prefix; [B, KVH, S, D] keys and values up to the
+        mask's S. Every slot is a view of the pool at its full capacity, so a row's keys past
+        its own end are finite leftovers that the mask hides."""
+        for b, cache in enumerate(step.caches):
+            n = step.lengths[b]
+            cache.update_and_fetch(layer, k[b, :, :n], v[b, :, :n], step.offsets[b])
+        S = step.mask.shape[-1]
+        if len(step.caches) == 1:  # a view, no copy
+            c = step.caches[0]
+            return c.k[layer, None, :, :S], c.v[layer, None, :, :S]
+        keys = torch.stack([c.k[layer, :, :S] for c in step.caches])
+        return keys, torch.stack([c.v[layer, :, :S] for c in step.caches])
 
     def _attend_decode(self, q, k, v, d: DecodeView, layer: int) -> torch.Tensor:
         """One query per row, all rows in one grouped matmul over the pool's slot window, in
