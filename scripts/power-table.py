@@ -3,6 +3,10 @@ noise per round (sd of ln head/base), the per-arm CV it implies, the smallest re
 default schedule catches 4 times in 5 at that noise, and the minutes per round and to the verdict.
 
     .venv/bin/python scripts/power-table.py results/*short-concurrency*.json
+    .venv/bin/python scripts/power-table.py --series results/power-runs/quiet.tsv
+
+With --series, one row per run of a scripts/power-runs.sh TSV: exit code, wall time, verdict,
+rounds, seconds per round and each interval-judged metric's noise per round.
 """
 
 from __future__ import annotations
@@ -75,6 +79,34 @@ def table(path: Path) -> str:
     return "\n".join(lines)
 
 
+def series(tsv: Path) -> str:
+    rows = [line.split("\t") for line in tsv.read_text().splitlines()[1:] if line.strip()]
+    lines = [
+        "| run | busy | exit (expected) | wall | verdict, rounds | s per round "
+        "| noise per round: TTFT p50 / p95 / tok/s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for run, expect, code, wall, verdict, rounds, busy, _load, report in rows:
+        ab = json.loads(Path(report.removesuffix(".md") + ".json").read_text())
+        noise = [
+            log_spread(m["base"], m["head"])
+            for m in ab["comparison"]["metrics"]
+            if m["method"] != "minmax" and m["name"] in ("ttft_p50_ms", "ttft_p95_ms", "tok_s")
+        ]
+        per_round = median(round_seconds(r) for r in ab["rounds"])
+        lines.append(
+            f"| {run} | {'yes' if busy == '1' else 'no'} | {code} ({expect}) | {wall} s "
+            f"| {verdict}, {rounds} | {per_round:.0f} | "
+            + " / ".join(f"{n * 100:.1f}%" if n is not None else "n/a" for n in noise)
+            + " |"
+        )
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
-    for arg in sys.argv[1:]:
-        print(table(Path(arg)) + "\n")
+    if sys.argv[1:2] == ["--series"]:
+        for arg in sys.argv[2:]:
+            print(series(Path(arg)) + "\n")
+    else:
+        for arg in sys.argv[1:]:
+            print(table(Path(arg)) + "\n")
