@@ -8,6 +8,7 @@ import json
 import shlex
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,7 +26,7 @@ from harness.compare import (
 from harness.fingerprint import workload_diff
 from harness.launcher import LaunchError
 from harness.phase import Progress
-from harness.run import run_arm
+from harness.run import Started, run_arm, start_arm
 from harness.sequential import Schedule
 from harness.suite import Suite
 from harness.worktrees import Checkout, checkout, isolated_python
@@ -169,6 +170,7 @@ class ABRunner:
     ready_timeout_s: float = 120.0
     progress: Callable[[str], Progress] = lambda label: Progress()  # noqa: E731
     more_rounds: Callable[[Comparison], bool] = needs_more_rounds  # on to the next look while true
+    start_together: bool = True  # launch a round's arms at once, then measure them in turn
     rounds: list[dict] = field(default_factory=list, init=False)  # as run so far
 
     @property
@@ -187,11 +189,17 @@ class ABRunner:
             record = {"round": i + 1, "order": order(i, names), "null": None}
             record |= dict.fromkeys(names)  # each filled in as its run completes
             rounds.append(record)
-            for name in record["order"]:
-                label = f"round {i + 1}/{target} {name} ({self.plans[name].desc['label']}) "
-                record[name], crash = self._one(name, i + 1, label)
-                if crash:
-                    break
+            ready = self._start_round(i + 1, target, names) if self.start_together else {}
+            try:
+                for name in record["order"]:
+                    label = f"round {i + 1}/{target} {name} ({self.plans[name].desc['label']}) "
+                    record[name], crash = self._one(name, i + 1, label, ready.pop(name, None))
+                    if crash:
+                        break
+            finally:  # a crash or an interrupt leaves no started server behind
+                for arm_start in ready.values():
+                    if isinstance(arm_start, Started):
+                        arm_start.launcher.stop()
             record["wall_s"] = round(time.monotonic() - started, 3)
             mismatch = workload_mismatch(rounds)
             decided = len(rounds) < target or crash is not None or mismatch is not None
@@ -210,13 +218,38 @@ class ABRunner:
             "comparison": comparison.to_dict(),
         }
 
-    def _one(self, name: str, rnd: int, label: str) -> tuple[dict | None, dict | None]:
+    def _start_round(self, rnd: int, target: int, names: list[str]) -> dict:
+        """Every launching arm of the round started at once (their cold starts overlap, so a
+        round costs one start, not one per arm): name -> Started, or the LaunchError to report
+        when that arm's turn comes. Arms measured at --url are not started."""
+        names = [n for n in names if self.plans[n].arm.launches]
+        if len(names) < 2:
+            return {}
+        logs = {n: self.log_dir / f"round{rnd}-{n}.server.log" for n in names}
+        label = f"round {rnd}/{target} starting {' + '.join(names)} "
+        with self.progress(label), ThreadPoolExecutor(len(names)) as pool:
+            futures = {
+                n: pool.submit(start_arm, self.plans[n].arm, logs[n], self.ready_timeout_s)
+                for n in names
+            }
+        return {n: _outcome(f) for n, f in futures.items()}
+
+    def _one(
+        self, name: str, rnd: int, label: str, ready: Started | LaunchError | None = None
+    ) -> tuple[dict | None, dict | None]:
         plan = self.plans[name]
         log = self.log_dir / f"round{rnd}-{name}.server.log"
         try:
+            if isinstance(ready, LaunchError):
+                raise ready
             with self.progress(label) as progress:
                 run = run_arm(
-                    self.suite, plan.arm, log, progress, ready_timeout_s=self.ready_timeout_s
+                    self.suite,
+                    plan.arm,
+                    log,
+                    progress,
+                    ready_timeout_s=self.ready_timeout_s,
+                    started=ready,
                 )
         except LaunchError as e:
             return None, {"arm": name, "round": rnd, "message": str(e), "log_tail": e.log_tail}
@@ -259,6 +292,16 @@ class ABRunner:
         # nothing comparable ran, or it must not be compared: the problem is the whole verdict
         n = len(complete)
         return Comparison(INVALID, EXIT_CODES[INVALID], n, "", [], invalid=problems)
+
+
+def _outcome(future: Future) -> Started | LaunchError:
+    """A start's result; any failure is that arm's launch failure (reported in its turn)."""
+    try:
+        return future.result()
+    except LaunchError as e:
+        return e
+    except Exception as e:  # e.g. an unwritable log folder: still this arm's start failing
+        return LaunchError(f"cannot start server: {type(e).__name__}: {e}")
 
 
 def workload_mismatch(rounds: list[dict]) -> str | None:

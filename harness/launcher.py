@@ -10,6 +10,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -43,10 +44,20 @@ class Server:
     log_path: Path | None = None
 
 
+_HANDED_OUT: set[int] = set()  # ports given to servers of this process (arms start together)
+_PORT_LOCK = threading.Lock()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now and not handed out before: two arms starting at once never share one."""
+    with _PORT_LOCK:
+        while True:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            if port not in _HANDED_OUT:
+                _HANDED_OUT.add(port)
+                return port
 
 
 def probe(url: str, timeout: float = 2.0) -> tuple[int, dict]:

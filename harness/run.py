@@ -7,6 +7,7 @@ import asyncio
 import random
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -31,6 +32,23 @@ SCHEMA = "servegate.run/1"
 HEALTH_FIELDS = ("commit", "version", "model", "backend", "device", "dtype", "config")
 
 
+@dataclass(slots=True)
+class Started:
+    """An arm's server launched and ready ahead of its run: `harness ab` starts a round's arms
+    together, then measures them one at a time (docs/measurement.md, "Cold starts")."""
+
+    launcher: Launcher
+    server: Server
+    t0: float  # perf_counter at launch: the run's clock origin
+
+
+def start_arm(arm: Arm, log_path: Path, ready_timeout_s: float = 120.0) -> Started:
+    """Launch `arm` cold and wait until it is ready; LaunchError (nothing left running) if not."""
+    t0 = time.perf_counter()
+    launcher = Launcher(arm, log_path, ready_timeout_s)
+    return Started(launcher, launcher.__enter__(), t0)
+
+
 def draw_lengths(phase: Phase) -> list[int]:
     return phase.prompt_tokens.sample(random.Random(phase.seed), phase.total_requests)
 
@@ -42,18 +60,27 @@ def run_arm(
     progress: Progress | None = None,
     sample_hz: float = 100.0,
     ready_timeout_s: float = 120.0,
+    started: Started | None = None,
 ) -> dict:
-    """Run `suite` once against `arm`, from a cold start, and return the run record.
-    Raises LaunchError when the server never became ready; a crash under load, failed
-    expectations and failed requests are reported inside the record (`valid` False)."""
+    """Run `suite` once against `arm`, from a cold start (`started`: a server start_arm
+    launched, not yet sent a request), and return the run record; the server is stopped at
+    the end either way. Raises LaunchError when the server never became ready; a crash under
+    load, failed expectations and failed requests are reported inside the record."""
     progress = progress or Progress()
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     machine = machine_facts()
-    t0 = time.perf_counter()
-    launcher = Launcher(arm, log_path, ready_timeout_s) if arm.launches else None
+    t0 = started.t0 if started else time.perf_counter()
+    launcher = (
+        started.launcher
+        if started
+        else (Launcher(arm, log_path, ready_timeout_s) if arm.launches else None)
+    )
     sampler, exit_code = None, None
     try:
-        server = launcher.__enter__() if launcher else _attach(arm, ready_timeout_s)
+        if started:
+            server = started.server
+        else:
+            server = launcher.__enter__() if launcher else _attach(arm, ready_timeout_s)
         if server.pid is not None:
             sampler = Sampler(server.pid, t0, sample_hz).start()
         drive = _drive(suite, arm, server, sampler, launcher, progress, t0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import fcntl
 import json
 import os
 import random
@@ -51,9 +52,25 @@ def args_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--ttft-spread", type=float, default=0.0, help="scale TTFT by U(1-s, 1+s) once per process"
     )
+    p.add_argument(
+        "--ttft-factors",
+        default=None,
+        help="FILE:a,b,...: the Nth process started with this FILE scales TTFT by the Nth factor",
+    )
     p.add_argument("--tag", default="", help="ignored: tells two otherwise equal commands apart")
     p.add_argument("--max-streams", type=int, default=0, help="serve N at once; the rest wait")
     return p
+
+
+def next_factor(path: str, factors: str) -> float:
+    """Factor number N (cycling) for the Nth process that counts in `path` (a locked file)."""
+    values = [float(f) for f in factors.split(",")]
+    with open(path, "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        f.seek(0)
+        n = len(f.read())
+        f.write(".")
+    return values[n % len(values)]
 
 
 def words(text: str) -> int:
@@ -73,6 +90,8 @@ class Scripted:
         self.o = opts
         # one draw per process: run-to-run noise, like a busy machine's
         opts.ttft_ms *= random.uniform(1 - opts.ttft_spread, 1 + opts.ttft_spread)
+        if opts.ttft_factors:  # the same noise every time, in the order the processes start
+            opts.ttft_ms *= next_factor(*opts.ttft_factors.rsplit(":", 1))
         self.started = time.monotonic()
         self.requests = 0
         self.counters = {"ok": 0, "decode": 0, "prefill": 0}

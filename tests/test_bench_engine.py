@@ -62,3 +62,51 @@ def test_decode_step_after_512(benchmark, backend, batch):
     benchmark.extra_info.update(
         batch=batch, context=len(PROMPT), dtype=backend.dtype, peak_rss_bytes=peak_rss_bytes()
     )
+
+
+def prefill_flops(args, tokens: int) -> float:
+    """Multiply-adds x 2 of a causal prefill: the projections and MLP of every layer, and the
+    attention scores and weighted values over the causal half (the logits of the last token
+    only, as the backend computes them)."""
+    d, kv = args.hidden_size, args.num_key_value_heads * args.head_dim
+    per_token = d * (d + 2 * kv) + d * d + 3 * d * args.intermediate_size
+    attention = 2 * args.num_attention_heads * args.head_dim * tokens * (tokens + 1) / 2
+    return 2 * (args.num_hidden_layers * (per_token * tokens + attention) + d * args.vocab_size)
+
+
+def test_prefill_512_against_torch_gemm(benchmark, backend):
+    """The prefill's achieved FLOP rate as a fraction of torch's own GEMM on this CPU, in the
+    dtype the prefill's matmuls run in (int4 layers use their bfloat16 copy above 16 rows):
+    `gemm_fraction` in extra_info (issue 11's goal: >= 0.6)."""
+    import time
+
+    import torch
+
+    dtype = torch.float32 if backend.dtype == "float32" else torch.bfloat16
+    a = torch.randn(512, backend.args.hidden_size, dtype=dtype)
+    w = torch.randn(backend.args.intermediate_size, backend.args.hidden_size, dtype=dtype)
+    torch.nn.functional.linear(a, w)
+    t0, n = time.perf_counter(), 0
+    while time.perf_counter() - t0 < 1.0:
+        torch.nn.functional.linear(a, w)
+        n += 1
+    gemm_flops_s = n * 2 * a.numel() * w.shape[0] / (time.perf_counter() - t0)
+
+    seconds = []  # every timed call (with benchmarks disabled, as in CI, there is one)
+
+    def run():
+        backend.add_sequence(0, 600)
+        t0 = time.perf_counter()
+        try:
+            return backend.prefill(0, PROMPT)
+        finally:
+            seconds.append(time.perf_counter() - t0)
+            backend.remove_sequence(0)
+
+    benchmark.pedantic(run, rounds=3, warmup_rounds=1)
+    seconds = min(seconds[1:] or seconds)
+    fraction = prefill_flops(backend.args, len(PROMPT)) / seconds / gemm_flops_s
+    benchmark.extra_info.update(
+        dtype=backend.dtype, gemm_flops_s=gemm_flops_s, gemm_fraction=fraction
+    )
+    assert 0 < fraction < 2  # a FLOP count off by 2x or more (or a broken clock) fails
