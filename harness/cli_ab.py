@@ -110,8 +110,10 @@ def print_verdict(console: Console, ab: dict) -> None:
             highlight=False,
         )
     code = comp["exit_code"]
-    console.print(
-        f"verdict: {comp['verdict']} (exit {code}: {EXIT_MEANING[code]})", highlight=False
+    console.print(  # one line whatever the terminal's width: scripts grep it
+        f"verdict: {comp['verdict']} (exit {code}: {EXIT_MEANING[code]})",
+        highlight=False,
+        soft_wrap=True,
     )
 
 

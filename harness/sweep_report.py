@@ -231,7 +231,7 @@ def print_sweep(console: Console, result: dict, report: Path) -> None:
         console.print(f"{arm}: knee {_level(j['knee'][arm])}{good}", highlight=False)
     for line in j["invalid"]:
         console.print(f"- invalid: {line}", highlight=False, markup=False)
-    console.print(headline(result).lstrip("# "), highlight=False)
+    console.print(headline(result).lstrip("# "), highlight=False, soft_wrap=True)  # one line
     console.print(f"report: {report}", highlight=False)
 
 
