@@ -65,7 +65,10 @@ def test_seven_commits_the_tight_cap_is_named_in_three_steps(tmp_path):
     r, data = bisect(repo, tmp_path, "--good", "main~7", "--bad", "main", *TINY)
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"first bad commit: {shas[3]} {SUBJECT}" in r.stdout
-    assert data["culprit"]["sha"] == shas[3] and data["metrics"] == ["ttft_p95_ms"]
+    assert data["culprit"]["sha"] == shas[3]
+    # the spilled fourth row waits for its own prefill: TTFT p95 regresses; the burst's tok/s
+    # may fall past its tolerance too (seen on a fresh clone), TTFT p50 must not move
+    assert "ttft_p95_ms" in data["metrics"] and set(data["metrics"]) <= {"ttft_p95_ms", "tok_s"}
     roles = [s["role"] for s in data["path"]]
     steps = [s for s in data["path"] if s["role"] == "step"]
     assert roles == ["confirm", "step", "step", "step"] and data["final"]["role"] == "final"
