@@ -32,28 +32,31 @@ class PromptCache:
         """The entry sharing the longest prefix with prompt and how many tokens it would give
         (at most len(prompt) - 1: the last token must run to produce logits); (None, 0) below
         min_tokens. Pure: no statistics, no LRU touch (admission plans with it)."""
-        tokens = np.asarray(prompt)
-        best, best_n = None, 0
-        for e in self.entries.values():
-            n = common_prefix(e.tokens, tokens)
-            if n > best_n:
-                best, best_n = e, n
-        best_n = min(best_n, len(prompt) - 1)
-        if best is None or best_n < self.min_tokens:
-            return None, 0
-        return best, best_n
+        _, best, n = self._best(prompt)
+        return best, n
 
     def lookup(self, prompt: list[int]) -> tuple[Entry | None, int]:
         """`match`, counted as a hit or a miss, the entry made most recently used."""
-        best, n = self.match(prompt)
+        key, best, n = self._best(prompt)
         if best is None:
             self.misses += 1
             return None, 0
-        key = next(k for k, e in self.entries.items() if e is best)
         self.entries.move_to_end(key)
         self.hits += 1
         self.tokens_reused += n
         return best, n
+
+    def _best(self, prompt: list[int]) -> tuple[int | None, Entry | None, int]:
+        tokens = np.asarray(prompt)
+        best_key, best, best_n = None, None, 0
+        for key, e in self.entries.items():
+            n = common_prefix(e.tokens, tokens)
+            if n > best_n:
+                best_key, best, best_n = key, e, n
+        best_n = min(best_n, len(prompt) - 1)
+        if best is None or best_n < self.min_tokens:
+            return None, None, 0
+        return best_key, best, best_n
 
     def covers(self, prompt: list[int]) -> bool:
         tokens = np.asarray(prompt)

@@ -225,20 +225,24 @@ class ABRunner:
         names = [n for n in names if self.plans[n].arm.launches]
         if len(names) < 2:
             return {}
-        logs = {n: self.log_dir / f"round{rnd}-{n}.server.log" for n in names}
         label = f"round {rnd}/{target} starting {' + '.join(names)} "
         with self.progress(label), ThreadPoolExecutor(len(names)) as pool:
             futures = {
-                n: pool.submit(start_arm, self.plans[n].arm, logs[n], self.ready_timeout_s)
+                n: pool.submit(
+                    start_arm, self.plans[n].arm, self._log(rnd, n), self.ready_timeout_s
+                )
                 for n in names
             }
         return {n: _outcome(f) for n, f in futures.items()}
+
+    def _log(self, rnd: int, name: str) -> Path:
+        return self.log_dir / f"round{rnd}-{name}.server.log"
 
     def _one(
         self, name: str, rnd: int, label: str, ready: Started | LaunchError | None = None
     ) -> tuple[dict | None, dict | None]:
         plan = self.plans[name]
-        log = self.log_dir / f"round{rnd}-{name}.server.log"
+        log = self._log(rnd, name)
         try:
             if isinstance(ready, LaunchError):
                 raise ready
