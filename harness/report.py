@@ -12,7 +12,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from harness import tables
 from harness.engagement import engagement
-from harness.plots import plot_rss, plot_ttft
+from harness.plots import arms_present, plot_rss, plot_ttft
 from harness.power import power_rows, round_walls
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"  # the repo's templates/
@@ -117,9 +117,11 @@ def write_report(ab_result: dict, out_dir: Path) -> Path:
     stem = report_stem(ab)
     (out_dir / f"{stem}.json").write_text(json.dumps(ab, indent=1) + "\n")  # the data first
     labels = {"base": ab["base"]["label"], "head": ab["head"]["label"], "null": "base again"}
-    plots = {"rss": f"{stem}-rss.png", "ttft": f"{stem}-ttft.png"}
-    plot_rss(ab["rounds"], labels, out_dir / plots["rss"])
-    plot_ttft(ab["rounds"], labels, out_dir / plots["ttft"])
+    plots = {}
+    if arms_present(ab["rounds"]):  # an arm that crashed before any run leaves nothing to plot
+        plots = {"rss": f"{stem}-rss.png", "ttft": f"{stem}-ttft.png"}
+        plot_rss(ab["rounds"], labels, out_dir / plots["rss"])
+        plot_ttft(ab["rounds"], labels, out_dir / plots["ttft"])
     md = out_dir / f"{stem}.md"
     md.write_text(render_markdown(ab, plots))
     return md

@@ -220,3 +220,12 @@ def test_report_states_the_power_it_achieved(tmp_path):
     )
     assert "Looks: 4 rounds (stopped after 4)" in mde
     assert "median 62 s per round (60, 61, 62, 63; 4.1 min in all)" in mde
+
+
+def test_a_result_without_any_run_renders_without_plots(tmp_path):
+    # an arm that cannot start in round 1 leaves rounds with no run: the report still renders
+    ab = ab_result()
+    for rnd in ab["rounds"]:
+        rnd["base"] = rnd["head"] = rnd["null"] = None
+    text = write_report(ab, tmp_path).read_text()
+    assert "None: no run completed." in text and not list(tmp_path.glob("*.png"))
