@@ -2,7 +2,9 @@
 
 import asyncio
 import logging
+import threading
 import time
+from collections.abc import Callable
 
 import psutil
 
@@ -37,7 +39,6 @@ class Engine:
         self.ctx_size = min(c.ctx_size, model_ctx) if c.ctx_size else model_ctx
         self.kv_budget = self._kv_budget()
         self.scheduler = Scheduler(self.backend, self.tokenizer, c, self.metrics, self.kv_budget)
-        self.scheduler.thread.start()
         self.ready = True
         log.info(
             "engine: %s on %s/%s/%s loaded in %.1fs; config %s; kv budget %s",
@@ -117,6 +118,19 @@ class Engine:
             stop=req.stop,
             ignore_eos=req.ignore_eos,
         )
+
+    def load_and_run(self, loaded: Callable[[BaseException | None], None]) -> None:
+        """The compute thread's whole life: load the model, say so, then run the scheduler on
+        this same thread. Small OpenMP regions (the int4 kernels) ran 2x slower on a thread
+        other than the one that loaded the model: docs/performance.md."""
+        try:
+            self.load()
+        except BaseException as e:  # told to the server, which stops
+            loaded(e)
+            return
+        self.scheduler.thread = threading.current_thread()
+        loaded(None)
+        self.scheduler.run()
 
     async def drain(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout

@@ -1,10 +1,12 @@
 """aiohttp server: routes and handlers. Parses, validates, tokenizes (off the loop), enqueues."""
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import signal
+import threading
 
 from aiohttp import web
 
@@ -197,12 +199,24 @@ def build_app(config: EngineConfig) -> web.Application:
 
 
 async def start_loading(app: web.Application) -> None:
+    """Load on the compute thread, which then runs the scheduler (Engine.load_and_run)."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future = loop.create_future()
+
+    def loaded(error: BaseException | None) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed first: nothing to tell
+            loop.call_soon_threadsafe(lambda: done.done() or done.set_result(error))
+
+    name = "engine-compute"
+    threading.Thread(
+        target=app[ENGINE].load_and_run, args=(loaded,), name=name, daemon=True
+    ).start()
+
     async def load():
-        try:
-            await asyncio.to_thread(app[ENGINE].load)
-        except Exception as e:
-            log.error("engine: could not load the model: %s", e)
-            app[ENGINE].load_error = str(e)
+        error = await done
+        if error is not None:
+            log.error("engine: could not load the model: %s", error)
+            app[ENGINE].load_error = str(error)
             os.kill(os.getpid(), signal.SIGTERM)
 
     app["loader"] = asyncio.create_task(load())
