@@ -34,7 +34,7 @@ class Engine:
         self.tokenizer = self.loaded.tokenizer
         self.model_name = self.loaded.name
         self.backend = load_backend(c.backend, self.loaded, device=c.device, dtype=c.dtype)
-        self.loaded.weights, self.loaded.q4 = {}, {}  # the backend holds its own copy now
+        self.loaded.weights, self.loaded.q4, self.loaded.q8 = {}, {}, {}  # the backend has its own
         model_ctx = self.loaded.args.max_position_embeddings
         self.ctx_size = min(c.ctx_size, model_ctx) if c.ctx_size else model_ctx
         self.kv_budget = self._kv_budget()

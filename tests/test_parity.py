@@ -7,9 +7,10 @@ import importlib
 
 import numpy as np
 import pytest
+import torch
 
 from engine.backends import load_backend
-from engine.backends.torch_int4 import Int4Linear, int4_kernels_available
+from engine.backends.torch_int4 import Int4Linear, Int4PairLinear, int4_kernels_available
 from engine.model.load import load_model
 
 
@@ -224,13 +225,21 @@ def test_decode_over_a_slot_window_with_holes_and_out_of_order_rows():
 
 
 def quantized_tiny():
-    """tiny with every projection rounded to Q4_1: its dequantized floats and its codes."""
+    """tiny with every projection rounded to Q4_1 and its (tied) embedding to Q8_0, as
+    SmolLM2's GGUF stores them: the dequantized floats and the codes."""
+    from gguf import GGMLQuantizationType
+    from gguf.quants import quantize
+
     from engine.model.q4 import quantize_q4_1
+    from engine.model.q8 import from_q8_0_blocks
 
     loaded = load_model("tiny")
     q4 = {n: quantize_q4_1(w) for n, w in loaded.weights.items() if n.endswith("_proj.weight")}
-    weights = {**loaded.weights, **{n: q.dequantize() for n, q in q4.items()}}
-    return dataclasses.replace(loaded, weights=weights, q4=q4)
+    embed = "model.embed_tokens.weight"
+    w = loaded.weights[embed]
+    q8 = {embed: from_q8_0_blocks(quantize(w, GGMLQuantizationType.Q8_0), *w.shape)}
+    weights = {**loaded.weights, **{n: q.dequantize() for n, q in {**q4, **q8}.items()}}
+    return dataclasses.replace(loaded, weights=weights, q4=q4, q8=q8)
 
 
 @pytest.mark.skipif(not int4_kernels_available(), reason="torch has no CPU int4 kernels")
@@ -241,6 +250,7 @@ def test_int4_logits_match_the_dequantized_float_path():
     assert (
         sum(isinstance(m, Int4Linear) for m in int4.model.modules()) == 2 * 4
     )  # qkv, o, gate_up, down in 2 layers
+    assert isinstance(int4.model.head_int4, Int4PairLinear)  # the Q8_0 logits
     dense = load_backend("torch", loaded, dtype="float32")
     batch = prompts(seed=5)
     got, want = run_batched(int4, batch, DECODE_STEPS), run_batched(dense, batch, DECODE_STEPS)
@@ -249,6 +259,40 @@ def test_int4_logits_match_the_dequantized_float_path():
     # (m instead of m + 8d) moved a random matmul's outputs by 68% of their largest.
     assert close(want, got, rel_tol=0.03)
     assert (want.argmax(-1) == got.argmax(-1)).mean() >= 0.9
+
+
+@pytest.mark.skipif(not int4_kernels_available(), reason="torch has no CPU int4 kernels")
+def test_a_q8_0_matrix_on_two_int4_matrices_is_the_same_matrix():
+    """hi*16 + lo splits every code exactly: only the bfloat16 rounding of the scales and the
+    activations remains (checked against an exact float64 product)."""
+    from gguf import GGMLQuantizationType
+    from gguf.quants import quantize
+
+    from engine.model.q8 import from_q8_0_blocks
+
+    w = np.random.default_rng(7).normal(size=(96, 128)).astype(np.float32)
+    q8 = from_q8_0_blocks(quantize(w, GGMLQuantizationType.Q8_0), 96, 128)
+    assert q8.q.min() < -64 and q8.q.max() > 64  # both nibbles of negative and positive codes
+    x = torch.from_numpy(np.random.default_rng(8).normal(size=(3, 128)).astype(np.float32))
+    xb = x.to(torch.bfloat16)
+    want = xb.double() @ torch.from_numpy(q8.dequantize()).double().T
+    got = Int4PairLinear(q8)(xb).double()
+    assert got.dtype == torch.float64 and got.shape == (3, 96)
+    err = (got - want).abs().max() / want.abs().max()
+    assert err < 0.01, err  # a wrong split (lo signed, or zero 0) is off by tens of percent
+
+
+def test_q8_0_blocks_decode_as_gguf_does():
+    pytest.importorskip("gguf")
+    from gguf import GGMLQuantizationType
+    from gguf.quants import dequantize, quantize
+
+    from engine.model.q8 import from_q8_0_blocks
+
+    w = np.random.default_rng(6).normal(size=(8, 64)).astype(np.float32)
+    raw = quantize(w, GGMLQuantizationType.Q8_0)
+    ref = dequantize(raw, GGMLQuantizationType.Q8_0).reshape(8, 64)
+    assert np.array_equal(from_q8_0_blocks(raw, 8, 64).dequantize(), ref)
 
 
 def test_q4_1_blocks_decode_as_gguf_does():

@@ -87,7 +87,7 @@ class KVPool:
             width=width,
             rows=None if identity else rows,
             window=hi - lo + 1,
-            mask=mask.to(self.device),
+            mask=mask.to(self.device, self.dtype),
         )
 
 
@@ -100,7 +100,7 @@ class DecodeView:
     width: int  # keys attended: the longest row's length after this step
     rows: torch.Tensor | None  # [B] each row's index in the window; None when row b is slot lo+b
     window: int  # slots in the window
-    mask: torch.Tensor  # additive float32 [window, 1, 1, width]
+    mask: torch.Tensor  # additive [window, 1, 1, width], in the pool's dtype
 
     def write_and_view(self, layer: int, k: torch.Tensor, v: torch.Tensor):
         """Store each row's new k, v ([B, KVH, D]); return the window's K, V [W, KVH, S, D]."""

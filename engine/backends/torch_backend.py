@@ -6,7 +6,12 @@ import torch
 from engine.backends.base import Backend, DeviceMemory
 from engine.backends.cpu_features import cpu_has_native_bf16
 from engine.backends.kv_pool import KVPool
-from engine.backends.torch_int4 import Int4Linear, fuse_q4, int4_kernels_available
+from engine.backends.torch_int4 import (
+    Int4Linear,
+    Int4PairLinear,
+    fuse_q4,
+    int4_kernels_available,
+)
 from engine.backends.torch_llama import Model, Step, fuse_names
 from engine.model.load import LoadedModel
 
@@ -69,6 +74,11 @@ class TorchBackend(Backend):
             raise ValueError(
                 f"weights do not fit the model: missing {missing[:3]}, unexpected {unexpected[:3]}"
             )
+        head = (
+            "lm_head.weight" if "lm_head.weight" in loaded.weights else "model.embed_tokens.weight"
+        )
+        if self.dtype == INT4 and head in loaded.q8:  # the logits on the int4 kernels too
+            self.model.head_int4 = Int4PairLinear(loaded.q8[head], self._dtype)
         self.model.init_rope(self._device)
         self.model.eval()
         # KV in float32 on CPU: decode attention's batched matmuls are far faster there

@@ -5,6 +5,10 @@ so scale = d and zero = m + 8d. The kernels take activations, scales and zeros i
 (their float32 path is a slow reference loop), so d and m are rounded to bfloat16. The int4
 kernel is a fast matrix-vector product but a slow GEMM, so forwards of more than DENSE_ROWS
 rows (prefill) use a bfloat16 copy of the same dequantized weights instead.
+
+Int4PairLinear runs a Q8_0 matrix (SmolLM2's tied embedding, i.e. the logits) on the same
+kernels: each code is 16*hi + lo with hi in -8..7 and lo in 0..15, two int4 matrices with the
+block's scale (16d and d), so the logits read 9 bits per weight instead of bfloat16's 16.
 """
 
 import numpy as np
@@ -13,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.model.q4 import GROUP, Q4Weight
+from engine.model.q8 import Q8Weight
 
 DENSE_ROWS = 16  # measured crossover (bf16 GEMM vs int4 kernel): docs/performance.md
 
@@ -25,20 +30,47 @@ def fuse_q4(parts: list[Q4Weight]) -> Q4Weight:
     return Q4Weight(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("q", "d", "m")))
 
 
+def pack_int4(codes: np.ndarray, scale: np.ndarray, zero: np.ndarray, dtype: torch.dtype):
+    """Codes 0..15 [out, in] and a scale and zero per group [out, in // 32], packed for the
+    kernel (w = (code - 8)*scale + zero)."""
+    q = torch.from_numpy(codes.astype(np.int32))
+    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
+    sz = torch.stack([torch.from_numpy(scale).t(), torch.from_numpy(zero).t()], dim=-1)
+    return packed, sz.contiguous().to(dtype)
+
+
+def int4_mm(x: torch.Tensor, packed: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    return torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed[0], GROUP, packed[1])
+
+
 class Int4Linear(nn.Module):
     def __init__(self, w: Q4Weight, dtype: torch.dtype = torch.bfloat16):
         super().__init__()
-        q = torch.from_numpy(w.q.astype(np.int32))
-        self.packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
-        d, m = torch.from_numpy(w.d), torch.from_numpy(w.m)
-        self.scales_zeros = torch.stack([d.t(), (m + 8 * d).t()], dim=-1).contiguous().to(dtype)
+        self.packed = pack_int4(w.q, w.d, w.m + 8 * w.d, dtype)
         self.out_features, self.in_features = w.q.shape
         self.dense = torch.from_numpy(w.dequantize()).to(dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.numel() > DENSE_ROWS * self.in_features:
             return F.linear(x, self.dense)
-        y = torch.ops.aten._weight_int4pack_mm_for_cpu(
-            x.reshape(-1, self.in_features), self.packed, GROUP, self.scales_zeros
-        )
+        y = int4_mm(x.reshape(-1, self.in_features), self.packed)
         return y.view(*x.shape[:-1], self.out_features)
+
+
+class Int4PairLinear(nn.Module):
+    """A Q8_0 matrix as two int4 matrices (its logits rows are few: no dense copy); float32
+    output."""
+
+    def __init__(self, w: Q8Weight, dtype: torch.dtype = torch.bfloat16):
+        super().__init__()
+        self.out_features, self.in_features = w.q.shape
+        pad = ((0, -self.out_features % 16), (0, 0))  # the packing wants rows in 16s
+        q, d = np.pad(w.q, pad), np.pad(w.d, pad)  # padded rows: scale 0, so outputs 0
+        hi, lo = (q >> 4) + 8, q & 15  # q = 16*(hi - 8) + lo
+        self.hi = pack_int4(hi, 16 * d, np.zeros_like(d), dtype)
+        self.lo = pack_int4(lo, d, 8 * d, dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x2 = x.reshape(-1, self.in_features)
+        y = int4_mm(x2, self.hi).float() + int4_mm(x2, self.lo).float()
+        return y[:, : self.out_features].reshape(*x.shape[:-1], self.out_features)

@@ -34,14 +34,14 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = x.float()
-        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * h.to(x.dtype)
+        # one fused kernel (float32 inside) instead of eight ops: decode pays per op
+        return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
 
 
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((-x2, x1), dim=-1)
+def rope(x: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor) -> torch.Tensor:
+    """x*cos + rotate_half(x)*sin in three ops: rotate_half is the halves swapped (a roll by
+    half the head) times the sign that sin_signed already carries (-sin, then +sin)."""
+    return torch.addcmul(x * cos, x.roll(x.shape[-1] // 2, -1), sin_signed)
 
 
 class Attention(nn.Module):
@@ -58,9 +58,9 @@ class Attention(nn.Module):
         B, T, _ = x.shape
         qkv = self.qkv_proj(x).view(B, T, self.n_heads + 2 * self.n_kv_heads, self.head_dim)
         qkv = qkv.transpose(1, 2)
-        q, k, v = qkv.split([self.n_heads, self.n_kv_heads, self.n_kv_heads], dim=1)
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
+        qk = rope(qkv[:, : self.n_heads + self.n_kv_heads], cos, sin)  # q and k at once
+        q, k = qk.split([self.n_heads, self.n_kv_heads], dim=1)
+        v = qkv[:, self.n_heads + self.n_kv_heads :]
         if step.decode is not None:
             out = self._attend_decode(q, k, v, step.decode, layer)
         elif step.self_attend:
@@ -90,16 +90,12 @@ class Attention(nn.Module):
         return keys, torch.stack([c.v[layer, :, :S] for c in step.caches])
 
     def _attend_decode(self, q, k, v, d: DecodeView, layer: int) -> torch.Tensor:
-        """One query per row, all rows in one grouped matmul over the pool's slot window, in
-        the cache's dtype (float32 on CPU: bf16 batched matmuls measured 2-5x slower there)."""
+        """One query per row, all rows in one attention call over the pool's slot window, in
+        the cache's dtype (float32 on CPU: bf16 measured 2-7x slower there for one query)."""
         keys, values = d.write_and_view(layer, k[:, :, 0], v[:, :, 0])  # [W, KVH, S, D]
-        W, g = keys.shape[0], self.n_heads // self.n_kv_heads
-        qw = d.to_window(q[:, :, 0]).view(W, self.n_kv_heads, g, self.head_dim)
-        qw = qw.to(keys.dtype) * self.head_dim**-0.5
-        scores = qw @ keys.transpose(-1, -2)  # [W, KVH, g, S]
-        probs = torch.softmax(scores.float() + d.mask, dim=-1).to(values.dtype)
-        out = (probs @ values).view(W, self.n_heads, self.head_dim).to(q.dtype)
-        return d.from_window(out).unsqueeze(2)  # [B, H, 1, D]
+        qw = d.to_window(q).to(keys.dtype)  # [W, H, 1, D]
+        out = F.scaled_dot_product_attention(qw, keys, values, attn_mask=d.mask, enable_gqa=True)
+        return d.from_window(out).to(q.dtype)  # [B, H, 1, D]
 
 
 class MLP(nn.Module):
@@ -163,6 +159,7 @@ class Model(nn.Module):
         super().__init__()
         self.args = args
         self.model = LlamaModel(args)
+        self.head_int4 = None  # a Q8_0 head on the int4 kernels (torch_int4.Int4PairLinear)
         if not args.tie_word_embeddings:
             self.lm_head = nn.Linear(args.hidden_size, args.vocab_size, bias=False)
 
@@ -174,8 +171,10 @@ class Model(nn.Module):
         )
         freqs = torch.outer(torch.arange(a.max_position_embeddings, dtype=torch.float64), inv_freq)
         emb = torch.cat((freqs, freqs), dim=-1)
+        half = a.head_dim // 2
+        sign = torch.cat((-torch.ones(half), torch.ones(half))).double()
         self.cos_table = emb.cos().float().to(device)
-        self.sin_table = emb.sin().float().to(device)
+        self.sin_table = (emb.sin() * sign).float().to(device)  # signed for rope()
 
     def forward(self, tokens: torch.Tensor, step: Step) -> torch.Tensor:
         """Hidden states [B, T, D] after the final norm."""
@@ -187,5 +186,7 @@ class Model(nn.Module):
         return self.model.norm(h)
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
+        if self.head_int4 is not None:
+            return self.head_int4(h)
         head = self.model.embed_tokens if self.args.tie_word_embeddings else self.lm_head
         return F.linear(h, head.weight).float()

@@ -10,6 +10,7 @@ from tokenizers import Tokenizer as HFTokenizer
 
 from engine.model.args import ModelArgs
 from engine.model.q4 import Q4Weight, from_q4_1_blocks
+from engine.model.q8 import Q8Weight, from_q8_0_blocks
 from engine.model.tokenizer import Tokenizer
 
 TENSOR_NAMES = {
@@ -81,9 +82,10 @@ def read_args(reader: GGUFReader) -> ModelArgs:
 
 def read_weights(
     reader: GGUFReader, args: ModelArgs
-) -> tuple[dict[str, np.ndarray], dict[str, Q4Weight]]:
-    """Dequantized float32 weights by HF name, and the Q4_1 matrices also as stored."""
-    weights, q4 = {}, {}
+) -> tuple[dict[str, np.ndarray], dict[str, Q4Weight], dict[str, Q8Weight]]:
+    """Dequantized float32 weights by HF name, and the Q4_1 and Q8_0 matrices also as stored
+    (Q8_0 only where no row permutation applies: SmolLM2's tied embedding)."""
+    weights, q4, q8 = {}, {}, {}
     for t in reader.tensors:
         w = dequantize(t.data, t.tensor_type).astype(np.float32, copy=False)
         w = w.reshape([int(d) for d in reversed(t.shape)])  # GGML [in, out] -> (out, in)
@@ -101,7 +103,9 @@ def read_weights(
             if heads:
                 qw = qw.permute_rows(_unpermute(np.arange(w.shape[0])[:, None], heads)[:, 0])
             q4[name] = qw
-    return weights, q4
+        elif t.tensor_type.name == "Q8_0" and w.ndim == 2 and not heads:
+            q8[name] = from_q8_0_blocks(t.data, *w.shape)
+    return weights, q4, q8
 
 
 def read_tokenizer(reader: GGUFReader) -> Tokenizer:
@@ -137,8 +141,8 @@ def read_tokenizer(reader: GGUFReader) -> Tokenizer:
 
 def load_gguf(
     path: Path,
-) -> tuple[ModelArgs, dict[str, np.ndarray], Tokenizer, dict[str, Q4Weight]]:
+) -> tuple[ModelArgs, dict[str, np.ndarray], Tokenizer, dict[str, Q4Weight], dict[str, Q8Weight]]:
     reader = GGUFReader(str(path))
     args = read_args(reader)
-    weights, q4 = read_weights(reader, args)
-    return args, weights, read_tokenizer(reader), q4
+    weights, q4, q8 = read_weights(reader, args)
+    return args, weights, read_tokenizer(reader), q4, q8

@@ -8,6 +8,7 @@ import numpy as np
 
 from engine.model.args import ModelArgs
 from engine.model.q4 import Q4Weight
+from engine.model.q8 import Q8Weight
 from engine.model.tokenizer import Tokenizer
 
 BUILTIN_MODELS = ("smollm2-135m", "tiny")
@@ -26,6 +27,7 @@ class LoadedModel:
     tokenizer: Tokenizer
     source: str
     q4: dict[str, Q4Weight] = field(default_factory=dict)  # Q4_1 matrices as stored (GGUF)
+    q8: dict[str, Q8Weight] = field(default_factory=dict)  # Q8_0 matrices as stored (GGUF)
 
     @property
     def param_count(self) -> int:
@@ -56,8 +58,8 @@ def load_model(spec: str) -> LoadedModel:
         path = smollm2_gguf_path()
         from engine.model.gguf_file import load_gguf
 
-        args, weights, tok, q4 = load_gguf(path)
-        return LoadedModel(spec, args, weights, tok, str(path), q4)
+        args, weights, tok, q4, q8 = load_gguf(path)
+        return LoadedModel(spec, args, weights, tok, str(path), q4, q8)
     path = Path(spec).expanduser()
     if path.is_dir() and (path / "config.json").exists():
         from engine.model.hf_dir import load_hf_dir
@@ -66,8 +68,8 @@ def load_model(spec: str) -> LoadedModel:
     if path.is_file() and path.suffix == ".gguf":
         from engine.model.gguf_file import load_gguf
 
-        args, weights, tok, q4 = load_gguf(path)
-        return LoadedModel(path.stem, args, weights, tok, str(path), q4)
+        args, weights, tok, q4, q8 = load_gguf(path)
+        return LoadedModel(path.stem, args, weights, tok, str(path), q4, q8)
     raise ModelNotFound(
         f"unknown model {spec!r}: use one of {', '.join(BUILTIN_MODELS)}, a .gguf file, "
         "or a Hugging Face directory with config.json"
