@@ -34,14 +34,18 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # one fused kernel (float32 inside) instead of eight ops: decode pays per op
-        return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
+        # Hugging Face's rounding (normalize in float32, round, then scale): F.rms_norm rounds
+        # once at the end, which flipped a greedy near-tie of SmolLM2 in bfloat16
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * h.to(x.dtype)
 
 
 def rope(x: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor) -> torch.Tensor:
-    """x*cos + rotate_half(x)*sin in three ops: rotate_half is the halves swapped (a roll by
-    half the head) times the sign that sin_signed already carries (-sin, then +sin)."""
-    return torch.addcmul(x * cos, x.roll(x.shape[-1] // 2, -1), sin_signed)
+    """x*cos + rotate_half(x)*sin: rotate_half is the halves swapped (a roll by half the head)
+    times the sign that sin_signed already carries (-sin, then +sin). Rounded as Hugging Face
+    rounds it (no fused addcmul: rounding once flipped a greedy near-tie in bfloat16)."""
+    return x * cos + x.roll(x.shape[-1] // 2, -1) * sin_signed
 
 
 class Attention(nn.Module):
