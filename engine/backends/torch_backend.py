@@ -67,7 +67,8 @@ class TorchBackend(Backend):
                 assert module.weight.shape == w.q.shape, target
                 setattr(self.model.get_submodule(parent), attr, Int4Linear(w, self._dtype))
                 continue
-            w = np.concatenate([loaded.weights[n] for n in names])
+            parts = [loaded.weights[n] for n in names]  # each read dequantizes a quantized one
+            w = parts[0] if len(parts) == 1 else np.concatenate(parts)
             state[target] = torch.tensor(w, dtype=self._dtype, device=self._device)
         missing, unexpected = self.model.load_state_dict(state, strict=False, assign=True)
         if missing or unexpected:

@@ -1,4 +1,4 @@
-"""Read a llama-architecture GGUF: hyperparameters, dequantized weights and the tokenizer."""
+"""Read a llama-architecture GGUF: hyperparameters, weights and the tokenizer."""
 
 from pathlib import Path
 
@@ -12,6 +12,7 @@ from engine.model.args import ModelArgs
 from engine.model.q4 import Q4Weight, from_q4_1_blocks
 from engine.model.q8 import Q8Weight, from_q8_0_blocks
 from engine.model.tokenizer import Tokenizer
+from engine.model.weights import Weights
 
 TENSOR_NAMES = {
     "token_embd.weight": "model.embed_tokens.weight",
@@ -82,30 +83,31 @@ def read_args(reader: GGUFReader) -> ModelArgs:
 
 def read_weights(
     reader: GGUFReader, args: ModelArgs
-) -> tuple[dict[str, np.ndarray], dict[str, Q4Weight], dict[str, Q8Weight]]:
-    """Dequantized float32 weights by HF name, and the Q4_1 and Q8_0 matrices also as stored
-    (Q8_0 only where no row permutation applies: SmolLM2's tied embedding)."""
-    weights, q4, q8 = {}, {}, {}
+) -> tuple[Weights, dict[str, Q4Weight], dict[str, Q8Weight]]:
+    """The weights by HF name (Q4_1 and Q8_0 matrices kept as stored and dequantized when
+    read), and those Q4_1 and Q8_0 matrices (Q8_0 only where no row permutation applies:
+    SmolLM2's tied embedding)."""
+    dense, q4, q8 = {}, {}, {}
     for t in reader.tensors:
-        w = dequantize(t.data, t.tensor_type).astype(np.float32, copy=False)
-        w = w.reshape([int(d) for d in reversed(t.shape)])  # GGML [in, out] -> (out, in)
+        shape = [int(d) for d in reversed(t.shape)]  # GGML [in, out] -> (out, in)
         heads = None
         if t.name.endswith("attn_q.weight"):
             heads = args.num_attention_heads
         elif t.name.endswith("attn_k.weight"):
             heads = args.num_key_value_heads
-        if heads:
-            w = _unpermute(w, heads)
         name = _hf_name(t.name)
-        weights[name] = w
-        if t.tensor_type.name == "Q4_1" and w.ndim == 2:
-            qw = from_q4_1_blocks(t.data, *w.shape)
+        kind = t.tensor_type.name
+        if kind == "Q4_1" and len(shape) == 2:
+            qw = from_q4_1_blocks(t.data, *shape)
             if heads:
-                qw = qw.permute_rows(_unpermute(np.arange(w.shape[0])[:, None], heads)[:, 0])
+                qw = qw.permute_rows(_unpermute(np.arange(shape[0])[:, None], heads)[:, 0])
             q4[name] = qw
-        elif t.tensor_type.name == "Q8_0" and w.ndim == 2 and not heads:
-            q8[name] = from_q8_0_blocks(t.data, *w.shape)
-    return weights, q4, q8
+        elif kind == "Q8_0" and len(shape) == 2 and not heads:
+            q8[name] = from_q8_0_blocks(t.data, *shape)
+        else:
+            w = dequantize(t.data, t.tensor_type).astype(np.float32, copy=False).reshape(shape)
+            dense[name] = _unpermute(w, heads) if heads else w
+    return Weights(dense, {**q4, **q8}), q4, q8
 
 
 def read_tokenizer(reader: GGUFReader) -> Tokenizer:
@@ -141,7 +143,7 @@ def read_tokenizer(reader: GGUFReader) -> Tokenizer:
 
 def load_gguf(
     path: Path,
-) -> tuple[ModelArgs, dict[str, np.ndarray], Tokenizer, dict[str, Q4Weight], dict[str, Q8Weight]]:
+) -> tuple[ModelArgs, Weights, Tokenizer, dict[str, Q4Weight], dict[str, Q8Weight]]:
     reader = GGUFReader(str(path))
     args = read_args(reader)
     weights, q4, q8 = read_weights(reader, args)

@@ -1,6 +1,7 @@
 """Resolve a model spec (a built-in name, a .gguf file or an HF directory) into weights."""
 
 import importlib.metadata
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from engine.model.args import ModelArgs
 from engine.model.q4 import Q4Weight
 from engine.model.q8 import Q8Weight
 from engine.model.tokenizer import Tokenizer
+from engine.model.weights import Weights
 
 BUILTIN_MODELS = ("smollm2-135m", "tiny")
 DEFAULT_MODEL = "smollm2-135m"
@@ -23,7 +25,7 @@ class ModelNotFound(ValueError):
 class LoadedModel:
     name: str
     args: ModelArgs
-    weights: dict[str, np.ndarray]  # HF names, float32
+    weights: Mapping[str, np.ndarray]  # HF names, float32 (model.weights.Weights for a GGUF)
     tokenizer: Tokenizer
     source: str
     q4: dict[str, Q4Weight] = field(default_factory=dict)  # Q4_1 matrices as stored (GGUF)
@@ -31,6 +33,8 @@ class LoadedModel:
 
     @property
     def param_count(self) -> int:
+        if isinstance(self.weights, Weights):  # without dequantizing
+            return self.weights.param_count
         return sum(w.size for w in self.weights.values())
 
 
