@@ -158,3 +158,31 @@ def test_smollm2_tokenizer_and_chat_template():
     text = tok.apply_chat_template([{"role": "user", "content": "Hi"}])
     assert text.startswith("<|im_start|>system\n") and text.endswith("<|im_start|>assistant\n")
     assert tok.encode(text)[0] == 1 and tok.eos_ids == {2}
+
+
+@pytest.mark.slow
+@needs_smollm2
+def test_smollm2_quantized_matrices_stay_quantized_and_read_as_gguf_dequantizes_them():
+    from gguf.quants import dequantize
+
+    from engine.model.gguf_file import _unpermute
+    from engine.model.load import smollm2_gguf_path
+    from engine.model.weights import Weights
+
+    loaded = load_model("smollm2-135m")
+    w = loaded.weights
+    assert isinstance(w, Weights)
+    q_proj, embed = "model.layers.3.self_attn.q_proj.weight", "model.embed_tokens.weight"
+    assert q_proj in loaded.q4 and embed in loaded.q8  # Q4_1 layers, Q8_0 tied embedding
+    assert q_proj not in w.dense and embed not in w.dense and q_proj in w and embed in w
+    reader = gguf.GGUFReader(str(smollm2_gguf_path()))
+    tensors = {t.name: t for t in reader.tensors}
+    for gguf_name, name, heads in (
+        ("blk.3.attn_q.weight", q_proj, loaded.args.num_attention_heads),
+        ("token_embd.weight", embed, None),
+    ):
+        t = tensors[gguf_name]
+        want = dequantize(t.data, t.tensor_type).reshape([int(d) for d in reversed(t.shape)])
+        want = _unpermute(want, heads) if heads else want
+        assert np.array_equal(w[name], want)
+    assert loaded.param_count == sum(np.prod(t.shape) for t in reader.tensors)
