@@ -306,3 +306,17 @@ def test_q4_1_blocks_decode_as_gguf_does():
     raw = quantize(w, GGMLQuantizationType.Q4_1)
     ref = dequantize(raw, GGMLQuantizationType.Q4_1).reshape(8, 64)
     assert np.array_equal(from_q4_1_blocks(raw, 8, 64).dequantize(), ref)
+
+
+def test_a_bfloat16_models_prompt_cache_copy_is_bfloat16_and_exact(tiny):
+    """The CPU pool is float32, but a bfloat16 model only ever writes bfloat16 values there: the
+    prompt cache keeps them in bfloat16, half the bytes, bit for bit."""
+    be = load_backend("torch", tiny, dtype="bfloat16")
+    be.add_sequence(1, 64)
+    be.prefill(1, prompts((30,), seed=9)[0])
+    be.decode([1], [7])
+    (k, v), nbytes = be.save_prefix(1, 31)
+    c = be.caches[1]
+    assert c.k.dtype == torch.float32 and k.dtype == v.dtype == torch.bfloat16
+    assert nbytes == 2 * (k.numel() + v.numel())
+    assert torch.equal(k.float(), c.k[:, :, :31]) and torch.equal(v.float(), c.v[:, :, :31])

@@ -184,8 +184,11 @@ class TorchBackend(Backend):
         return self.model.logits(h[:, 0]).cpu().numpy()
 
     def save_prefix(self, seq_id: int, n_tokens: int) -> tuple[object, int]:
+        """A copy in the model's dtype: a bfloat16 model's K/V are bfloat16 values held in a
+        float32 pool, so the copy is exact at half the bytes."""
         c = self.caches[seq_id]
-        k, v = c.k[:, :, :n_tokens].clone(), c.v[:, :, :n_tokens].clone()
+        k = c.k[:, :, :n_tokens].to(self._dtype, copy=True)
+        v = c.v[:, :, :n_tokens].to(self._dtype, copy=True)
         return (k, v), k.nbytes + v.nbytes
 
     def copy_prefix(self, src_kv: object, seq_id: int, n_tokens: int) -> None:
