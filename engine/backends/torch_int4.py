@@ -30,11 +30,20 @@ def fuse_q4(parts: list[Q4Weight]) -> Q4Weight:
     return Q4Weight(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("q", "d", "m")))
 
 
+PACK_ROWS = 4096  # the packing lays rows out in blocks of 64: packed in slices, then joined
+
+
 def pack_int4(codes: np.ndarray, scale: np.ndarray, zero: np.ndarray, dtype: torch.dtype):
     """Codes 0..15 [out, in] and a scale and zero per group [out, in // 32], packed for the
-    kernel (w = (code - 8)*scale + zero)."""
-    q = torch.from_numpy(codes.astype(np.int32))
-    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
+    kernel (w = (code - 8)*scale + zero). Slices of rows keep the kernel's int32 input small
+    (a whole vocabulary's was 113 MB at load)."""
+    convert = torch.ops.aten._convert_weight_to_int4pack_for_cpu
+    packed = torch.cat(
+        [
+            convert(torch.from_numpy(codes[i : i + PACK_ROWS].astype(np.int32)), 1)
+            for i in range(0, codes.shape[0], PACK_ROWS)
+        ]
+    )
     sz = torch.stack([torch.from_numpy(scale).t(), torch.from_numpy(zero).t()], dim=-1)
     return packed, sz.contiguous().to(dtype)
 
