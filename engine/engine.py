@@ -10,6 +10,7 @@ import psutil
 
 from engine.backends import load_backend
 from engine.config import EngineConfig
+from engine.memory import release_freed_memory
 from engine.metrics import EngineMetrics
 from engine.model.load import LoadedModel, load_model
 from engine.policy import default_kv_budget
@@ -35,6 +36,7 @@ class Engine:
         self.model_name = self.loaded.name
         self.backend = load_backend(c.backend, self.loaded, device=c.device, dtype=c.dtype)
         self.loaded.weights, self.loaded.q4, self.loaded.q8 = {}, {}, {}  # the backend has its own
+        release_freed_memory()
         model_ctx = self.loaded.args.max_position_embeddings
         self.ctx_size = min(c.ctx_size, model_ctx) if c.ctx_size else model_ctx
         self.kv_budget = self._kv_budget()

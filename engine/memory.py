@@ -1,5 +1,7 @@
 """Host memory of this process: current RSS, the kernel's high-water mark, and its reset."""
 
+import contextlib
+import ctypes
 import resource
 import sys
 from pathlib import Path
@@ -31,3 +33,11 @@ def reset_peak_rss() -> bool:
         return True
     except OSError:
         return False
+
+
+def release_freed_memory() -> None:
+    """Hand the heap's free pages back to the OS: glibc keeps what a load's large temporaries
+    freed (200 MB of SmolLM2's RSS after loading). A no-op where there is no malloc_trim."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
