@@ -119,6 +119,8 @@ def test_seeded_tight_cap_commit_regresses_ttft_p95(tmp_path):
         "tiny",
         "--rounds",
         "3",
+        "--max-rounds",
+        "15",  # why: tests/test_seeds.py::test_tight_token_cap_regresses_ttft_p95_on_boundary_spill
         "--out-dir",
         str(out),
         cwd=repo,
