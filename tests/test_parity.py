@@ -282,30 +282,20 @@ def test_a_q8_0_matrix_on_two_int4_matrices_is_the_same_matrix():
     assert err < 0.01, err  # a wrong split (lo signed, or zero 0) is off by tens of percent
 
 
-def test_q8_0_blocks_decode_as_gguf_does():
-    pytest.importorskip("gguf")
-    from gguf import GGMLQuantizationType
-    from gguf.quants import dequantize, quantize
-
-    from engine.model.q8 import from_q8_0_blocks
-
-    w = np.random.default_rng(6).normal(size=(8, 64)).astype(np.float32)
-    raw = quantize(w, GGMLQuantizationType.Q8_0)
-    ref = dequantize(raw, GGMLQuantizationType.Q8_0).reshape(8, 64)
-    assert np.array_equal(from_q8_0_blocks(raw, 8, 64).dequantize(), ref)
-
-
-def test_q4_1_blocks_decode_as_gguf_does():
+@pytest.mark.parametrize("kind", ["Q4_1", "Q8_0"])
+def test_quantized_blocks_decode_as_gguf_does(kind):
     pytest.importorskip("gguf")
     from gguf import GGMLQuantizationType
     from gguf.quants import dequantize, quantize
 
     from engine.model.q4 import from_q4_1_blocks
+    from engine.model.q8 import from_q8_0_blocks
 
+    decode = {"Q4_1": from_q4_1_blocks, "Q8_0": from_q8_0_blocks}[kind]
     w = np.random.default_rng(6).normal(size=(8, 64)).astype(np.float32)
-    raw = quantize(w, GGMLQuantizationType.Q4_1)
-    ref = dequantize(raw, GGMLQuantizationType.Q4_1).reshape(8, 64)
-    assert np.array_equal(from_q4_1_blocks(raw, 8, 64).dequantize(), ref)
+    raw = quantize(w, GGMLQuantizationType[kind])
+    ref = dequantize(raw, GGMLQuantizationType[kind]).reshape(8, 64)
+    assert np.array_equal(decode(raw, 8, 64).dequantize(), ref)
 
 
 def test_a_bfloat16_models_prompt_cache_copy_is_bfloat16_and_exact(tiny):
