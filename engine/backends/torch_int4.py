@@ -20,6 +20,8 @@ from engine.model.q4 import GROUP, Q4Weight
 from engine.model.q8 import Q8Weight
 
 DENSE_ROWS = 16  # measured crossover (bf16 GEMM vs int4 kernel): docs/performance.md
+PAIR_ROWS = 8  # Int4PairLinear vs the bf16 head, 49152 x 576: 1.9 vs 5.0 ms at 1 row, 6.3 vs 6.2
+# at 8, 12.5 vs 7.2 at 16, 23.8 vs 10.0 at 32 (docs/performance.md)
 
 
 def int4_kernels_available() -> bool:
@@ -67,8 +69,8 @@ class Int4Linear(nn.Module):
 
 
 class Int4PairLinear(nn.Module):
-    """A Q8_0 matrix as two int4 matrices (its logits rows are few: no dense copy); float32
-    output."""
+    """A Q8_0 matrix as two int4 matrices; float32 output. For up to PAIR_ROWS rows: past
+    that the caller's bfloat16 copy is faster."""
 
     def __init__(self, w: Q8Weight, dtype: torch.dtype = torch.bfloat16):
         super().__init__()

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.backends.kv_pool import DecodeView, KVCache
+from engine.backends.torch_int4 import PAIR_ROWS
 from engine.model.args import ModelArgs
 
 
@@ -190,7 +191,7 @@ class Model(nn.Module):
         return self.model.norm(h)
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
-        if self.head_int4 is not None:
+        if self.head_int4 is not None and h.numel() <= PAIR_ROWS * h.shape[-1]:
             return self.head_int4(h)
         head = self.model.embed_tokens if self.args.tie_word_embeddings else self.lm_head
         return F.linear(h, head.weight).float()
