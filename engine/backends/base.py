@@ -22,6 +22,7 @@ class Backend(ABC):
     name: str
     device: str
     dtype: str
+    attention = "sdpa"  # the decode attention path: the framework's SDPA, or "kernel" (ours)
 
     def __init__(self, loaded: LoadedModel):
         self.args = loaded.args

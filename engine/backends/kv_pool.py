@@ -88,6 +88,7 @@ class KVPool:
             rows=None if identity else rows,
             window=hi - lo + 1,
             mask=mask.to(self.device, self.dtype),
+            lengths=lengths.to(self.device),
         )
 
 
@@ -101,6 +102,7 @@ class DecodeView:
     rows: torch.Tensor | None  # [B] each row's index in the window; None when row b is slot lo+b
     window: int  # slots in the window
     mask: torch.Tensor  # additive [window, 1, 1, width], in the pool's dtype
+    lengths: torch.Tensor  # [window] keys each window row attends (the kernel's mask)
 
     def write_and_view(self, layer: int, k: torch.Tensor, v: torch.Tensor):
         """Store each row's new k, v ([B, KVH, D]); return the window's K, V [W, KVH, S, D]."""

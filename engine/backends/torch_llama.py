@@ -58,6 +58,7 @@ class Attention(nn.Module):
             args.hidden_size, (self.n_heads + 2 * self.n_kv_heads) * self.head_dim, bias=False
         )
         self.o_proj = nn.Linear(self.n_heads * self.head_dim, args.hidden_size, bias=False)
+        self.kernel = None  # cpu_kernels.decode_attention(), set by the backend on CPU
 
     def forward(self, x, cos, sin, step: Step, layer: int) -> torch.Tensor:
         B, T, _ = x.shape
@@ -95,11 +96,18 @@ class Attention(nn.Module):
         return keys, torch.stack([c.v[layer, :, :S] for c in step.caches])
 
     def _attend_decode(self, q, k, v, d: DecodeView, layer: int) -> torch.Tensor:
-        """One query per row, all rows in one attention call over the pool's slot window, in
-        the cache's dtype (float32 on CPU: bf16 measured 2-7x slower there for one query)."""
+        """One query per row, all rows in one attention call over the pool's slot window:
+        the CPU kernel (float32 queries, the pool's float32 or bfloat16 K/V) where it is
+        built, else SDPA in the pool's dtype."""
         keys, values = d.write_and_view(layer, k[:, :, 0], v[:, :, 0])  # [W, KVH, S, D]
-        qw = d.to_window(q).to(keys.dtype)  # [W, H, 1, D]
-        out = F.scaled_dot_product_attention(qw, keys, values, attn_mask=d.mask, enable_gqa=True)
+        if self.kernel is not None:
+            qw = d.to_window(q[:, :, 0]).float().contiguous()  # [W, H, D]
+            out = self.kernel(qw, keys, values, d.lengths, self.head_dim**-0.5).unsqueeze(2)
+        else:
+            qw = d.to_window(q).to(keys.dtype)  # [W, H, 1, D]
+            out = F.scaled_dot_product_attention(
+                qw, keys, values, attn_mask=d.mask, enable_gqa=True
+            )
         return d.from_window(out).to(q.dtype)  # [B, H, 1, D]
 
 

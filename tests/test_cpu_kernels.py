@@ -1,0 +1,67 @@
+"""The CPU decode attention kernel (engine/backends/decode_attention.cpp) against torch's SDPA:
+grouped-query heads, per-row lengths, strided slot windows, float32 and bfloat16 pools."""
+
+import shutil
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from engine.backends import cpu_kernels
+
+KERNEL = cpu_kernels.decode_attention()
+pytestmark = pytest.mark.skipif(
+    KERNEL is None and shutil.which("c++") is None, reason="no C++ compiler: SDPA serves"
+)
+
+
+def test_the_kernel_builds_where_a_compiler_is():
+    assert KERNEL is not None  # a machine with c++ (and ninja, a dependency) must build it
+
+
+def sdpa(q, k, v, lengths):
+    """The reference: SDPA in float64 with an additive mask past each row's length."""
+    W, _, S, _ = k.shape
+    mask = torch.zeros(W, 1, 1, S, dtype=torch.float64)
+    mask.masked_fill_(torch.arange(S).view(1, 1, 1, S) >= lengths.view(W, 1, 1, 1), -1e30)
+    out = F.scaled_dot_product_attention(
+        q.double().unsqueeze(2), k.double(), v.double(), attn_mask=mask, enable_gqa=True
+    )
+    return out.squeeze(2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("heads", [(9, 3, 64), (4, 4, 16), (8, 1, 128), (4, 2, 32)])
+def test_decode_attention_matches_sdpa(dtype, heads):
+    H, KVH, D = heads
+    torch.manual_seed(0)
+    pool_k = torch.randn(5, KVH, 300, D).to(dtype)  # [slots, KVH, capacity, D]
+    pool_v = torch.randn(5, KVH, 300, D).to(dtype)
+    k, v = pool_k[1:4, :, :257], pool_v[1:4, :, :257]  # a window of slots, cut at its width
+    lengths = torch.tensor([257, 1, 130])
+    q = torch.randn(3, H, D)
+    got = KERNEL(q, k, v, lengths, D**-0.5)
+    want = sdpa(q, k, v, lengths)
+    assert got.dtype == torch.float32 and got.shape == (3, H, D)
+    assert (got.double() - want).abs().max() < 1e-5  # a wrong length, head or stride: ~1
+    # row 1 sees only its first key: its output is that key's V row for every head
+    assert torch.allclose(got[1], v[1, :, 0].float().repeat_interleave(H // KVH, 0), atol=1e-6)
+
+
+def test_bad_lengths_and_head_sizes_raise_instead_of_reading_past_the_pool():
+    k = v = torch.zeros(1, 3, 16, 64)
+    with pytest.raises(RuntimeError, match="length out of range"):
+        KERNEL(torch.zeros(1, 9, 64), k, v, torch.tensor([17]), 0.125)
+    k48 = torch.zeros(1, 3, 16, 48)
+    with pytest.raises(RuntimeError, match="head size 48 is not built"):
+        KERNEL(torch.zeros(1, 9, 48), k48, k48, torch.tensor([3]), 0.125)
+
+
+def test_servegate_kernels_0_keeps_sdpa(monkeypatch):
+    monkeypatch.setenv("SERVEGATE_KERNELS", "0")
+    cpu_kernels.decode_attention.cache_clear()
+    try:
+        assert cpu_kernels.decode_attention() is None
+    finally:
+        monkeypatch.undo()
+        cpu_kernels.decode_attention.cache_clear()
