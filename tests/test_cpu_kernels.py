@@ -1,4 +1,4 @@
-"""The CPU decode attention kernel (engine/backends/decode_attention.cpp) against torch's SDPA:
+"""The CPU decode attention kernel (engine/backends/cpu_decode.cpp) against torch's SDPA:
 grouped-query heads, per-row lengths, strided slot windows, float32 and bfloat16 pools."""
 
 import shutil
@@ -59,9 +59,9 @@ def test_bad_lengths_and_head_sizes_raise_instead_of_reading_past_the_pool():
 
 def test_servegate_kernels_0_keeps_sdpa(monkeypatch):
     monkeypatch.setenv("SERVEGATE_KERNELS", "0")
-    cpu_kernels.decode_attention.cache_clear()
+    cpu_kernels._module.cache_clear()
     try:
         assert cpu_kernels.decode_attention() is None
     finally:
         monkeypatch.undo()
-        cpu_kernels.decode_attention.cache_clear()
+        cpu_kernels._module.cache_clear()

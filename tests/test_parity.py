@@ -61,7 +61,7 @@ def backend(request, tiny):
         return TorchBackend(tiny, dtype="float32", kernels=False)
     be = load_backend(request.param, tiny, dtype="float32")
     if request.param == "torch" and COMPILER:
-        assert be.attention == "kernel"  # the CPU kernel built: these tests run it
+        assert be.decode_path == "kernel"  # the CPU kernel built: these tests run it
     return be
 
 
@@ -215,7 +215,7 @@ def test_decode_over_a_slot_window_with_holes_and_out_of_order_rows(kernels):
     """The pool's one-call decode attention: rows in any order, a freed slot inside the window,
     and a pool that grows mid-run all give each row its per-row greedy tokens."""
     be = TorchBackend(load_model("tiny"), dtype="float32", kernels=kernels)
-    assert be.attention == ("kernel" if kernels and COMPILER else "sdpa")
+    assert be.decode_path == ("kernel" if kernels and COMPILER else "torch")
     batch = prompts((9, 23, 40, 31), seed=4)
     singles = [run_single(be, p, DECODE_STEPS)[0] for p in batch]
     for i, p in enumerate(batch):
@@ -272,6 +272,28 @@ def test_int4_logits_match_the_dequantized_float_path():
     assert (want.argmax(-1) == got.argmax(-1)).mean() >= 0.9
 
 
+@pytest.mark.skipif(not (int4_kernels_available() and COMPILER), reason="no int4 or C++ build")
+def test_a_fused_int4_decode_step_matches_the_torch_ops_it_replaces():
+    """cpu_decode.cpp's decode_layer (each block one call) against the same blocks run as torch
+    ops: same bfloat16 rounding points, so only float32 summation order differs; batched rows
+    in a window with a hole, up to 20 rows (past DENSE_ROWS: the bfloat16 copies)."""
+    loaded = quantized_tiny()
+    fused = TorchBackend(loaded, dtype="int4")
+    ops = TorchBackend(loaded, dtype="int4", fused=False)
+    assert (fused.decode_path, ops.decode_path) == ("fused", "kernel")
+    for be in (fused, ops):
+        be.add_sequence(50, 8)  # a hole: slot 0 is freed before the batch runs
+    for n in (4, 20):
+        batch = prompts(tuple(5 + 3 * i for i in range(n)), seed=n)
+        got, want = run_batched(fused, batch, DECODE_STEPS), run_batched(ops, batch, DECODE_STEPS)
+        if n == 4:
+            fused.remove_sequence(50), ops.remove_sequence(50)
+        assert (got.argmax(-1) == want.argmax(-1)).all(), n
+        # measured bit-equal here (SmolLM2's wider sums differ in the last bits); a wrong rope
+        # sign moved tiny's logits by 26-35% of the largest with every greedy token equal
+        assert close(want, got, rel_tol=1e-3), n
+
+
 @pytest.mark.skipif(not int4_kernels_available(), reason="torch has no CPU int4 kernels")
 def test_a_q8_0_matrix_on_two_int4_matrices_is_the_same_matrix():
     """hi*16 + lo splits every code exactly: only the bfloat16 rounding of the scales and the
@@ -319,7 +341,7 @@ def test_a_bfloat16_models_prompt_cache_copy_is_bfloat16_and_exact(tiny):
     be.decode([1], [7])
     (k, v), nbytes = be.save_prefix(1, 31)
     c = be.caches[1]
-    native = be.attention == "kernel" and cpu_has_native_bf16()
+    native = be.decode_path == "kernel" and cpu_has_native_bf16()
     assert c.k.dtype == (torch.bfloat16 if native else torch.float32)
     assert be.element_size == c.k.element_size()  # the KV budget counts the pool's bytes
     assert k.dtype == v.dtype == torch.bfloat16 and nbytes == 2 * (k.numel() + v.numel())

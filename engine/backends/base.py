@@ -22,7 +22,9 @@ class Backend(ABC):
     name: str
     device: str
     dtype: str
-    attention = "sdpa"  # the decode attention path: the framework's SDPA, or "kernel" (ours)
+    # a decode step: "torch" (or "mlx") ops, "kernel" (torch ops, our attention kernel), or
+    # "fused" (each block one C++ call)
+    decode_path = "torch"
 
     def __init__(self, loaded: LoadedModel):
         self.args = loaded.args

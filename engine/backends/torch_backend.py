@@ -5,8 +5,9 @@ import torch
 
 from engine.backends.base import Backend, DeviceMemory
 from engine.backends.cpu_features import cpu_has_native_bf16
-from engine.backends.cpu_kernels import HEAD_DIMS, decode_attention
+from engine.backends.cpu_kernels import HEAD_DIMS, decode_attention, decode_layer
 from engine.backends.kv_pool import KVPool
+from engine.backends.torch_fused_decode import FusedDecode
 from engine.backends.torch_int4 import (
     Int4Linear,
     Int4PairLinear,
@@ -52,7 +53,12 @@ class TorchBackend(Backend):
     name = "torch"
 
     def __init__(
-        self, loaded: LoadedModel, device: str = "auto", dtype: str = "auto", kernels: bool = True
+        self,
+        loaded: LoadedModel,
+        device: str = "auto",
+        dtype: str = "auto",
+        kernels: bool = True,  # our CPU kernels where they build (cpu_kernels.py)
+        fused: bool = True,  # and, for int4, each block's decode in one call
     ):
         super().__init__(loaded)
         self._device = resolve_device(device)
@@ -87,9 +93,12 @@ class TorchBackend(Backend):
         self.model.eval()
         cpu = self._device.type == "cpu" and loaded.args.head_dim in HEAD_DIMS
         kernel = decode_attention() if kernels and cpu else None
-        self.attention = "kernel" if kernel is not None else "sdpa"
         for layer in self.model.model.layers:
             layer.self_attn.kernel = kernel
+        self._fused = None
+        if fused and kernel is not None and self.dtype == INT4 and FusedDecode.fits(self.model):
+            self._fused = FusedDecode(self.model, decode_layer())
+        self.decode_path = "fused" if self._fused else "kernel" if kernel else "torch"
         self._kv_dtype = self._pick_kv_dtype(kernel is not None)
         self.pool = KVPool(loaded.args, self._kv_dtype, self._device)
 
@@ -187,6 +196,12 @@ class TorchBackend(Backend):
         for c in caches:
             self._check_room(c, 1)
         view = self.pool.decode_view(caches)
+        tokens_t = torch.tensor(tokens, device=self._device)
+        if self._fused is not None:
+            h = self._fused(tokens_t, view.slots, view.positions, self.pool)
+            for c in caches:
+                c.length += 1
+            return self.model.logits(h).cpu().numpy()
         step = Step(
             positions=view.positions.view(-1, 1),
             caches=caches,
@@ -196,7 +211,7 @@ class TorchBackend(Backend):
             self_attend=False,
             decode=view,
         )
-        h = self.model(torch.tensor(tokens, device=self._device).view(-1, 1), step)
+        h = self.model(tokens_t.view(-1, 1), step)
         for c in caches:
             c.length += 1
         return self.model.logits(h[:, 0]).cpu().numpy()

@@ -1,0 +1,252 @@
+// The engine's CPU decode kernels, built by cpu_kernels.py.
+//
+// decode_attention: one query token per row, grouped-query heads, over a KV pool of float32 or
+// bfloat16 (widened to float32 in registers: no bf16 arithmetic, so any CPU). One task per
+// (row, KV head): its H/KVH query heads share each K and V read. Two passes (scores, then
+// softmax-weighted V) keep each read once; SDPA's flash kernel read the same bytes at half the
+// rate for one query (docs/performance.md).
+//
+// decode_layer: one whole Llama block for a decode step of an int4 model (torch_llama.py's
+// TransformerBlock, rounded to bfloat16 where torch rounds it), so the ~60 small torch ops
+// between its four matmuls cost no Python and no dispatch: they were half of a step.
+#include <torch/extension.h>
+#include <ATen/Parallel.h>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+namespace {
+
+constexpr int MAX_GROUP = 16;
+
+inline float to_float(float x) { return x; }
+inline float to_float(at::BFloat16 x) {
+  uint32_t bits = static_cast<uint32_t>(x.x) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// D is a template argument for the common head sizes (fixed trip counts vectorize fully)
+// Row w reads the pool's slot slots[w] (w itself when slots is null).
+template <typename T, int D>
+void attend(const float* qp, const T* kp, const T* vp, const int64_t* lp, const int64_t* slots,
+            float* op, int64_t W, int64_t H, int64_t KVH, int64_t ksw, int64_t ksh, int64_t vsw,
+            int64_t vsh, float scale) {
+  const int64_t g = H / KVH;
+  at::parallel_for(0, W * KVH, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> sc;
+    for (int64_t t = begin; t < end; t++) {
+      const int64_t w = t / KVH, kvh = t % KVH, n = lp[w], slot = slots ? slots[w] : w;
+      const T* kb = kp + slot * ksw + kvh * ksh;
+      const T* vb = vp + slot * vsw + kvh * vsh;
+      const float* q0 = qp + (w * H + kvh * g) * D;
+      sc.resize(g * n);
+      for (int64_t s = 0; s < n; s++) {
+        float kr[D];
+        const T* ks = kb + s * D;
+#pragma omp simd
+        for (int d = 0; d < D; d++) kr[d] = to_float(ks[d]);
+        for (int64_t r = 0; r < g; r++) {
+          const float* qv = q0 + r * D;
+          float acc = 0.f;
+#pragma omp simd reduction(+ : acc)
+          for (int d = 0; d < D; d++) acc += qv[d] * kr[d];
+          sc[r * n + s] = acc * scale;
+        }
+      }
+      for (int64_t r = 0; r < g; r++) {
+        float* srow = sc.data() + r * n;
+        float mx = srow[0];  // n >= 1; no infinities under -ffast-math
+        for (int64_t s = 1; s < n; s++) mx = srow[s] > mx ? srow[s] : mx;
+        float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t s = 0; s < n; s++) {
+          const float e = expf(srow[s] - mx);
+          srow[s] = e;
+          sum += e;
+        }
+        const float inv = 1.f / sum;
+        for (int64_t s = 0; s < n; s++) srow[s] *= inv;
+      }
+      float o[MAX_GROUP][D] = {{0}};
+      for (int64_t s = 0; s < n; s++) {
+        float vr[D];
+        const T* vs = vb + s * D;
+#pragma omp simd
+        for (int d = 0; d < D; d++) vr[d] = to_float(vs[d]);
+        for (int64_t r = 0; r < g; r++) {
+          const float p = sc[r * n + s];
+#pragma omp simd
+          for (int d = 0; d < D; d++) o[r][d] += p * vr[d];
+        }
+      }
+      for (int64_t r = 0; r < g; r++) std::memcpy(op + (w * H + kvh * g + r) * D, o[r], D * 4);
+    }
+  });
+}
+
+template <typename T>
+void dispatch(int64_t D, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+              const torch::Tensor& lens, const int64_t* slots, torch::Tensor& out, double scale) {
+  auto run = [&](auto d) {
+    attend<T, decltype(d)::value>(q.data_ptr<float>(), k.data_ptr<T>(), v.data_ptr<T>(),
+                                  lens.data_ptr<int64_t>(), slots, out.data_ptr<float>(),
+                                  q.size(0), q.size(1), k.size(1), k.stride(0), k.stride(1),
+                                  v.stride(0), v.stride(1), scale);
+  };
+  switch (D) {  // cpu_kernels.HEAD_DIMS
+    case 16: return run(std::integral_constant<int, 16>{});
+    case 32: return run(std::integral_constant<int, 32>{});
+    case 64: return run(std::integral_constant<int, 64>{});
+    case 128: return run(std::integral_constant<int, 128>{});
+    default: TORCH_CHECK(false, "decode_attention: head size ", D, " is not built");
+  }
+}
+
+}  // namespace
+
+// q [W, H, D] float32; k, v [W, KVH, S, D] float32 or bfloat16 with contiguous rows of D;
+// lengths [W] int64 (row w attends keys 0..lengths[w]-1). Returns [W, H, D] float32.
+torch::Tensor decode_attention(torch::Tensor q, torch::Tensor k, torch::Tensor v,
+                               torch::Tensor lengths, double scale) {
+  const int64_t W = q.size(0), H = q.size(1), D = q.size(2), KVH = k.size(1);
+  TORCH_CHECK(q.dtype() == torch::kFloat32 && q.is_contiguous());
+  TORCH_CHECK(k.dtype() == v.dtype() && k.size(3) == D && v.size(3) == D);
+  TORCH_CHECK(k.stride(3) == 1 && k.stride(2) == D && v.stride(3) == 1 && v.stride(2) == D);
+  TORCH_CHECK(H % KVH == 0 && H / KVH <= MAX_GROUP && k.size(0) == W && v.size(0) == W);
+  TORCH_CHECK(lengths.dtype() == torch::kInt64 && lengths.size(0) == W);
+  auto lens = lengths.contiguous();
+  for (int64_t w = 0; w < W; w++) {
+    const int64_t n = lens.data_ptr<int64_t>()[w];
+    TORCH_CHECK(n >= 1 && n <= k.size(2) && n <= v.size(2),
+                "decode_attention: length out of range");
+  }
+  auto out = torch::empty_like(q);
+  if (k.dtype() == torch::kBFloat16) {
+    dispatch<at::BFloat16>(D, q, k, v, lens, nullptr, out, scale);
+  } else {
+    TORCH_CHECK(k.dtype() == torch::kFloat32, "decode_attention: K/V must be float32 or bfloat16");
+    dispatch<float>(D, q, k, v, lens, nullptr, out, scale);
+  }
+  return out;
+}
+
+namespace {
+
+using BF = at::BFloat16;
+inline float rnd(float x) { return static_cast<float>(BF(x)); }  // torch's bf16 rounding
+
+// Hugging Face's RMSNorm in bfloat16: normalize in float32, round, then scale (and round).
+torch::Tensor rms_norm(const torch::Tensor& h, const torch::Tensor& w, double eps) {
+  const int64_t B = h.size(0), N = h.size(1);
+  auto out = torch::empty_like(h);
+  const BF *hp = h.data_ptr<BF>(), *wp = w.data_ptr<BF>();
+  BF* op = out.data_ptr<BF>();
+  for (int64_t b = 0; b < B; b++) {
+    const BF* x = hp + b * N;
+    float ss = 0.f;
+    for (int64_t i = 0; i < N; i++) ss += float(x[i]) * float(x[i]);
+    const float r = 1.f / std::sqrt(ss / N + static_cast<float>(eps));
+    for (int64_t i = 0; i < N; i++) op[b * N + i] = BF(float(wp[i]) * rnd(float(x[i]) * r));
+  }
+  return out;
+}
+
+// torch_int4.Int4Linear: the int4 kernel, or the bfloat16 copy past dense_rows rows.
+torch::Tensor project(const torch::Tensor& x, const std::vector<torch::Tensor>& p,
+                      int64_t dense_rows) {
+  if (x.size(0) > dense_rows) return at::linear(x, p[2]);
+  return at::_weight_int4pack_mm_for_cpu(x, p[0], 32, p[1]);
+}
+
+// rope(): x*cos + roll(x, D/2)*sin_signed, each product and the sum rounded to bfloat16
+inline void rope(const BF* x, const BF* c, const BF* s, int64_t D, BF* out) {
+  const int64_t half = D / 2;
+  for (int64_t i = 0; i < D; i++) {
+    const BF rolled = x[i < half ? i + half : i - half];
+    out[i] = BF(rnd(float(x[i]) * float(c[i])) + rnd(float(rolled) * float(s[i])));
+  }
+}
+
+template <typename T>
+void store(T* dst, const BF* src, int64_t D) {
+  for (int64_t i = 0; i < D; i++) dst[i] = static_cast<T>(float(src[i]));
+}
+
+}  // namespace
+
+// One TransformerBlock for B decode rows (one new token each) of an int4 model. h [B, hidden]
+// bfloat16; each projection {packed, scales_and_zeros, dense}; pool_k/v this layer's
+// [slots, KVH, capacity, D] (float32 or bfloat16); row b writes its K/V at (slots[b],
+// positions[b]) and attends positions 0..positions[b]; cos, sin [B, D] bfloat16 (sin signed).
+torch::Tensor decode_layer(torch::Tensor h, torch::Tensor in_norm, torch::Tensor post_norm,
+                           std::vector<torch::Tensor> qkv, std::vector<torch::Tensor> o,
+                           std::vector<torch::Tensor> gate_up, std::vector<torch::Tensor> down,
+                           torch::Tensor pool_k, torch::Tensor pool_v, torch::Tensor slots,
+                           torch::Tensor positions, torch::Tensor cos, torch::Tensor sin,
+                           int64_t n_heads, int64_t n_kv_heads, double eps, int64_t dense_rows) {
+  const int64_t B = h.size(0), D = pool_k.size(3), H = n_heads, KVH = n_kv_heads;
+  TORCH_CHECK(h.scalar_type() == torch::kBFloat16 && h.is_contiguous() && h.dim() == 2);
+  TORCH_CHECK(cos.is_contiguous() && sin.is_contiguous() && cos.size(1) == D);
+  TORCH_CHECK(pool_k.stride(3) == 1 && pool_k.stride(2) == D && pool_v.stride(3) == 1 &&
+              pool_v.stride(2) == D && pool_k.scalar_type() == pool_v.scalar_type());
+  TORCH_CHECK(slots.dtype() == torch::kInt64 && positions.dtype() == torch::kInt64);
+  const int64_t *sp = slots.data_ptr<int64_t>(), *pp = positions.data_ptr<int64_t>();
+  for (int64_t b = 0; b < B; b++)
+    TORCH_CHECK(sp[b] >= 0 && sp[b] < pool_k.size(0) && pp[b] >= 0 && pp[b] < pool_k.size(2),
+                "decode_layer: slot or position out of range");
+
+  auto x = project(rms_norm(h, in_norm, eps), qkv, dense_rows).contiguous();  // [B, (H+2KVH)*D]
+  auto q = torch::empty({B, H, D}, h.options().dtype(torch::kFloat32));
+  const BF *xp = x.data_ptr<BF>(), *cp = cos.data_ptr<BF>(), *snp = sin.data_ptr<BF>();
+  const bool bf16_pool = pool_k.scalar_type() == torch::kBFloat16;
+  std::vector<BF> tmp(D);
+  for (int64_t b = 0; b < B; b++) {
+    const BF* row = xp + b * (H + 2 * KVH) * D;
+    for (int64_t hd = 0; hd < H; hd++) {
+      rope(row + hd * D, cp + b * D, snp + b * D, D, tmp.data());
+      for (int64_t i = 0; i < D; i++) q.data_ptr<float>()[(b * H + hd) * D + i] = float(tmp[i]);
+    }
+    for (int64_t kv = 0; kv < KVH; kv++) {
+      const int64_t ko = sp[b] * pool_k.stride(0) + kv * pool_k.stride(1) + pp[b] * D;
+      const int64_t vo = sp[b] * pool_v.stride(0) + kv * pool_v.stride(1) + pp[b] * D;
+      rope(row + (H + kv) * D, cp + b * D, snp + b * D, D, tmp.data());
+      const BF* v = row + (H + KVH + kv) * D;
+      if (bf16_pool) {
+        store(pool_k.data_ptr<BF>() + ko, tmp.data(), D);
+        store(pool_v.data_ptr<BF>() + vo, v, D);
+      } else {
+        store(pool_k.data_ptr<float>() + ko, tmp.data(), D);
+        store(pool_v.data_ptr<float>() + vo, v, D);
+      }
+    }
+  }
+  auto lengths = positions + 1;
+  auto att = torch::empty_like(q);
+  if (bf16_pool)
+    dispatch<BF>(D, q, pool_k, pool_v, lengths, sp, att, 1.0 / std::sqrt(double(D)));
+  else
+    dispatch<float>(D, q, pool_k, pool_v, lengths, sp, att, 1.0 / std::sqrt(double(D)));
+  auto h1 = h + project(att.to(torch::kBFloat16).view({B, H * D}), o, dense_rows);
+
+  auto gu = project(rms_norm(h1, post_norm, eps), gate_up, dense_rows).contiguous();
+  const int64_t I = gu.size(1) / 2;
+  auto act = torch::empty({B, I}, h.options());
+  const BF* gp = gu.data_ptr<BF>();
+  BF* ap = act.data_ptr<BF>();
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t i = 0; i < I; i++) {
+      const float g = float(gp[b * 2 * I + i]), u = float(gp[b * 2 * I + I + i]);
+      ap[b * I + i] = BF(rnd(g / (1.f + std::exp(-g))) * u);  // F.silu(gate) * up
+    }
+  return h1 + project(act, down, dense_rows);
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  // the GIL is released while it runs: the server's event loop keeps serving
+  m.def("decode_attention", &decode_attention,
+        pybind11::call_guard<pybind11::gil_scoped_release>());
+  m.def("decode_layer", &decode_layer, pybind11::call_guard<pybind11::gil_scoped_release>());
+}
