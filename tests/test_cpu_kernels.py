@@ -65,3 +65,25 @@ def test_servegate_kernels_0_keeps_sdpa(monkeypatch):
     finally:
         monkeypatch.undo()
         cpu_kernels._module.cache_clear()
+
+
+def test_a_killed_builds_lock_is_cleared_and_the_source_copied_once(tmp_path, monkeypatch):
+    """torch's loader waits forever on a lock a killed build left; ninja rebuilds when the
+    source's path changes (every harness worktree has its own): the build folder holds a copy."""
+    import os
+    import time
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    stale = tmp_path / "k" / "lock"
+    stale.parent.mkdir()
+    stale.touch()
+    old = time.time() - cpu_kernels.STALE_LOCK_S - 1
+    os.utime(stale, (old, old))
+    folder = cpu_kernels._build_dir("k")
+    assert not stale.exists()
+    copy = folder / cpu_kernels.SOURCE.name
+    assert copy.read_bytes() == cpu_kernels.SOURCE.read_bytes()
+    stamp = copy.stat().st_mtime_ns
+    (folder / "lock").touch()  # a build in progress: kept
+    cpu_kernels._build_dir("k")
+    assert (folder / "lock").exists() and copy.stat().st_mtime_ns == stamp  # not rewritten

@@ -1,10 +1,10 @@
 """The engine's own CPU kernels (cpu_decode.cpp), compiled on first use for this CPU.
 
 torch's cpp_extension builds them with -march=native into its extensions folder
-($TORCH_EXTENSIONS_DIR, else ~/.cache/torch_extensions), once per source, flags and CPU: later
-loads take a fraction of a second. `python -m engine.backends.cpu_kernels` builds them ahead
-(scripts/install.sh does). Where they cannot be built (no C++ compiler) or SERVEGATE_KERNELS=0,
-the accessors return None and the backend keeps torch's own operators.
+($TORCH_EXTENSIONS_DIR, else ~/.cache/torch_extensions), once per source, flags, CPU, torch and
+Python: later loads take a fraction of a second. `python -m engine.backends.cpu_kernels` builds
+them ahead (scripts/install.sh does). Where they cannot be built (no C++ compiler) or
+SERVEGATE_KERNELS=0, the accessors return None and the backend keeps torch's own operators.
 """
 
 import functools
@@ -12,6 +12,8 @@ import hashlib
 import logging
 import os
 import platform
+import sys
+import time
 from pathlib import Path
 
 from engine.backends.cpu_features import cpu_flags
@@ -26,11 +28,34 @@ def kernels_enabled() -> bool:
     return os.environ.get("SERVEGATE_KERNELS", "1") != "0"
 
 
-def _build_name() -> str:
-    """A name per source, flags and CPU: -march=native code must not load on another CPU."""
+STALE_LOCK_S = 300  # a build takes ~40 s: an older lock was left by a killed build
+
+
+def _build_name(torch_version: str) -> str:
+    """A name per source, flags, CPU, torch and Python: -march=native code must not load on
+    another CPU, nor a build against one torch into another."""
     h = hashlib.sha256(SOURCE.read_bytes())
-    h.update(" ".join([*FLAGS, platform.machine(), *sorted(cpu_flags())]).encode())
+    key = [*FLAGS, platform.machine(), *sorted(cpu_flags()), torch_version, sys.version]
+    h.update(" ".join(key).encode())
     return f"servegate_cpu_decode_{h.hexdigest()[:12]}"
+
+
+def _build_dir(name: str) -> Path:
+    """The build folder, holding its own copy of the source: ninja rebuilds when a source's
+    path changes, and every git worktree of the harness has its own path. A lock left by a
+    killed build is removed (torch's loader would wait on it forever)."""
+    root = os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions"
+    folder = Path(root) / name
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = folder / "lock"
+    if lock.exists() and time.time() - lock.stat().st_mtime > STALE_LOCK_S:
+        lock.unlink(missing_ok=True)
+    copy, text = folder / SOURCE.name, SOURCE.read_bytes()
+    if not copy.exists() or copy.read_bytes() != text:  # the name hashes the text: once
+        tmp = folder / f".{SOURCE.name}.{os.getpid()}"
+        tmp.write_bytes(text)
+        os.replace(tmp, copy)
+    return folder
 
 
 @functools.cache
@@ -38,10 +63,13 @@ def _module():
     if not kernels_enabled():
         return None
     try:
+        import torch
         from torch.utils.cpp_extension import load
 
+        name = _build_name(torch.__version__)
+        folder = _build_dir(name)
         log.info("engine: loading the CPU decode kernels (built once per CPU, in ~40 s)")
-        return load(_build_name(), [str(SOURCE)], extra_cflags=FLAGS)
+        return load(name, [str(folder / SOURCE.name)], extra_cflags=FLAGS, build_directory=str(folder))
     except Exception as e:  # no compiler, no ninja, no Python headers: torch's ops serve
         why = str(e).strip().splitlines()[-1:] or [type(e).__name__]
         log.warning("engine: CPU decode kernels unavailable (%s); using torch's", why[0])
