@@ -28,6 +28,12 @@ inline float to_float(at::BFloat16 x) {
   return f;
 }
 
+template <typename T, int D>
+inline void widen(const T* src, float* dst) {  // one K or V row to float32
+#pragma omp simd
+  for (int d = 0; d < D; d++) dst[d] = to_float(src[d]);
+}
+
 // D is a template argument for the common head sizes (fixed trip counts vectorize fully)
 // Row w reads the pool's slot slots[w] (w itself when slots is null).
 template <typename T, int D>
@@ -45,9 +51,7 @@ void attend(const float* qp, const T* kp, const T* vp, const int64_t* lp, const 
       sc.resize(g * n);
       for (int64_t s = 0; s < n; s++) {
         float kr[D];
-        const T* ks = kb + s * D;
-#pragma omp simd
-        for (int d = 0; d < D; d++) kr[d] = to_float(ks[d]);
+        widen<T, D>(kb + s * D, kr);
         for (int64_t r = 0; r < g; r++) {
           const float* qv = q0 + r * D;
           float acc = 0.f;
@@ -73,9 +77,7 @@ void attend(const float* qp, const T* kp, const T* vp, const int64_t* lp, const 
       float o[MAX_GROUP][D] = {{0}};
       for (int64_t s = 0; s < n; s++) {
         float vr[D];
-        const T* vs = vb + s * D;
-#pragma omp simd
-        for (int d = 0; d < D; d++) vr[d] = to_float(vs[d]);
+        widen<T, D>(vb + s * D, vr);
         for (int64_t r = 0; r < g; r++) {
           const float p = sc[r * n + s];
 #pragma omp simd

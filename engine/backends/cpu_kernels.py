@@ -69,7 +69,9 @@ def _module():
         name = _build_name(torch.__version__)
         folder = _build_dir(name)
         log.info("engine: loading the CPU decode kernels (built once per CPU, in ~40 s)")
-        return load(name, [str(folder / SOURCE.name)], extra_cflags=FLAGS, build_directory=str(folder))
+        return load(
+            name, [str(folder / SOURCE.name)], extra_cflags=FLAGS, build_directory=str(folder)
+        )
     except Exception as e:  # no compiler, no ninja, no Python headers: torch's ops serve
         why = str(e).strip().splitlines()[-1:] or [type(e).__name__]
         log.warning("engine: CPU decode kernels unavailable (%s); using torch's", why[0])
