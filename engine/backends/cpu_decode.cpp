@@ -90,8 +90,9 @@ void attend(const float* qp, const T* kp, const T* vp, const int64_t* lp, const 
 }
 
 template <typename T>
-void dispatch(int64_t D, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-              const torch::Tensor& lens, const int64_t* slots, torch::Tensor& out, double scale) {
+void dispatch_d(int64_t D, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                const torch::Tensor& lens, const int64_t* slots, torch::Tensor& out,
+                double scale) {
   auto run = [&](auto d) {
     attend<T, decltype(d)::value>(q.data_ptr<float>(), k.data_ptr<T>(), v.data_ptr<T>(),
                                   lens.data_ptr<int64_t>(), slots, out.data_ptr<float>(),
@@ -105,6 +106,16 @@ void dispatch(int64_t D, const torch::Tensor& q, const torch::Tensor& k, const t
     case 128: return run(std::integral_constant<int, 128>{});
     default: TORCH_CHECK(false, "decode_attention: head size ", D, " is not built");
   }
+}
+
+// attend() for the pool's dtype and the head size
+void dispatch(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+              const torch::Tensor& lens, const int64_t* slots, torch::Tensor& out, double scale) {
+  if (k.scalar_type() == torch::kBFloat16)
+    return dispatch_d<at::BFloat16>(q.size(2), q, k, v, lens, slots, out, scale);
+  TORCH_CHECK(k.scalar_type() == torch::kFloat32,
+              "decode_attention: K/V must be float32 or bfloat16");
+  dispatch_d<float>(q.size(2), q, k, v, lens, slots, out, scale);
 }
 
 }  // namespace
@@ -126,12 +137,7 @@ torch::Tensor decode_attention(torch::Tensor q, torch::Tensor k, torch::Tensor v
                 "decode_attention: length out of range");
   }
   auto out = torch::empty_like(q);
-  if (k.dtype() == torch::kBFloat16) {
-    dispatch<at::BFloat16>(D, q, k, v, lens, nullptr, out, scale);
-  } else {
-    TORCH_CHECK(k.dtype() == torch::kFloat32, "decode_attention: K/V must be float32 or bfloat16");
-    dispatch<float>(D, q, k, v, lens, nullptr, out, scale);
-  }
+  dispatch(q, k, v, lens, nullptr, out, scale);
   return out;
 }
 
@@ -227,10 +233,7 @@ torch::Tensor decode_layer(torch::Tensor h, torch::Tensor in_norm, torch::Tensor
   }
   auto lengths = positions + 1;
   auto att = torch::empty_like(q);
-  if (bf16_pool)
-    dispatch<BF>(D, q, pool_k, pool_v, lengths, sp, att, 1.0 / std::sqrt(double(D)));
-  else
-    dispatch<float>(D, q, pool_k, pool_v, lengths, sp, att, 1.0 / std::sqrt(double(D)));
+  dispatch(q, pool_k, pool_v, lengths, sp, att, 1.0 / std::sqrt(double(D)));
   auto h1 = h + project(att.to(torch::kBFloat16).view({B, H * D}), o, dense_rows);
 
   auto gu = project(rms_norm(h1, post_norm, eps), gate_up, dense_rows).contiguous();
