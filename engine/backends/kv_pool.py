@@ -68,6 +68,12 @@ class KVPool:
         for c in self.caches.values():
             c.k, c.v = k[:, c.slot], v[:, c.slot]
 
+    def decode_rows(self, caches: list[KVCache]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each row's slot and the position its new token goes to ([B] each): all a fused
+        decode step needs (no window or mask)."""
+        slots = torch.tensor([c.slot for c in caches], device=self.device)
+        return slots, torch.tensor([c.length for c in caches], device=self.device)
+
     def decode_view(self, caches: list[KVCache]) -> "DecodeView":
         """The batch's slot window and mask for one decode step (each row adds one token)."""
         slots = [c.slot for c in caches]
@@ -79,10 +85,11 @@ class KVPool:
         mask.masked_fill_(torch.arange(width).view(1, 1, 1, -1) >= lengths.view(-1, 1, 1, 1), -1e30)
         rows = torch.tensor([s - lo for s in slots], device=self.device)
         identity = slots == list(range(lo, hi + 1))
+        slots_t, positions = self.decode_rows(caches)
         return DecodeView(
             self,
-            slots=torch.tensor(slots, device=self.device),
-            positions=torch.tensor([c.length for c in caches], device=self.device),
+            slots=slots_t,
+            positions=positions,
             lo=lo,
             width=width,
             rows=None if identity else rows,

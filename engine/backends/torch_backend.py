@@ -195,13 +195,13 @@ class TorchBackend(Backend):
         caches = [self.caches[s] for s in seq_ids]
         for c in caches:
             self._check_room(c, 1)
-        view = self.pool.decode_view(caches)
         tokens_t = torch.tensor(tokens, device=self._device)
         if self._fused is not None:
-            h = self._fused(tokens_t, view.slots, view.positions, self.pool)
+            h = self._fused(tokens_t, *self.pool.decode_rows(caches), self.pool)
             for c in caches:
                 c.length += 1
             return self.model.logits(h).cpu().numpy()
+        view = self.pool.decode_view(caches)
         step = Step(
             positions=view.positions.view(-1, 1),
             caches=caches,
