@@ -43,12 +43,14 @@ class Engine:
         self.scheduler = Scheduler(self.backend, self.tokenizer, c, self.metrics, self.kv_budget)
         self.ready = True
         log.info(
-            "engine: %s on %s/%s/%s (decode: %s) loaded in %.1fs; config %s; kv budget %s",
+            "engine: %s on %s/%s/%s (decode: %s, prefill: %s) loaded in %.1fs; config %s; "
+            "kv budget %s",
             self.model_name,
             self.backend.name,
             self.backend.device,
             self.backend.dtype,
             self.backend.decode_path,
+            self.backend.prefill_path,
             time.perf_counter() - t0,
             c.public(),
             self.kv_budget,
@@ -68,6 +70,7 @@ class Engine:
             "device": self.backend.device,
             "dtype": self.backend.dtype,
             "decode_path": self.backend.decode_path,
+            "prefill_path": self.backend.prefill_path,
             "ctx_size": self.ctx_size,
             "kv_budget_bytes": self.kv_budget,
             "config": self.config.public(),

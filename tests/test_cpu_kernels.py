@@ -67,9 +67,9 @@ def test_servegate_kernels_0_keeps_sdpa(monkeypatch):
         cpu_kernels._module.cache_clear()
 
 
-def test_a_killed_builds_lock_is_cleared_and_the_source_copied_once(tmp_path, monkeypatch):
-    """torch's loader waits forever on a lock a killed build left; ninja rebuilds when the
-    source's path changes (every harness worktree has its own): the build folder holds a copy."""
+def test_a_killed_builds_lock_is_cleared_and_the_sources_copied_once(tmp_path, monkeypatch):
+    """torch's loader waits forever on a lock a killed build left; ninja rebuilds when a
+    source's path changes (every harness worktree has its own): the build folder holds copies."""
     import os
     import time
 
@@ -81,9 +81,67 @@ def test_a_killed_builds_lock_is_cleared_and_the_source_copied_once(tmp_path, mo
     os.utime(stale, (old, old))
     folder = cpu_kernels._build_dir("k")
     assert not stale.exists()
-    copy = folder / cpu_kernels.SOURCE.name
-    assert copy.read_bytes() == cpu_kernels.SOURCE.read_bytes()
-    stamp = copy.stat().st_mtime_ns
+    copies = [folder / src.name for src in cpu_kernels.SOURCES]
+    assert [c.read_bytes() for c in copies] == [s.read_bytes() for s in cpu_kernels.SOURCES]
+    stamps = [c.stat().st_mtime_ns for c in copies]
     (folder / "lock").touch()  # a build in progress: kept
     cpu_kernels._build_dir("k")
-    assert (folder / "lock").exists() and copy.stat().st_mtime_ns == stamp  # not rewritten
+    assert (folder / "lock").exists()
+    assert [c.stat().st_mtime_ns for c in copies] == stamps  # not rewritten
+
+
+PREFILL = cpu_kernels.prefill_attention()
+
+
+def prefill_mask(lengths, offsets, L, holes=()):
+    """The backend's prefill mask: row b's query i sees keys 0..offsets[b]+i of its cached
+    prefix and own tokens, none past offsets[b]+lengths[b] (a padding query sees them all);
+    `holes` (b, i, key) hide one more key each."""
+    B = len(lengths)
+    S = max(o + n for o, n in zip(offsets, lengths, strict=True))
+    off = torch.tensor(offsets).view(B, 1, 1)
+    n = torch.tensor(lengths).view(B, 1, 1)
+    i, j = torch.arange(L).view(1, L, 1), torch.arange(S).view(1, 1, S)
+    mask = torch.zeros(B, L, S, dtype=torch.float64)
+    mask.masked_fill_(~((j <= off + i) & (j < off + n)), float("-inf"))
+    for b, q, key in holes:
+        mask[b, q, key] = float("-inf")
+    return mask.unsqueeze(1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("heads", [(9, 3, 64), (4, 4, 16), (8, 1, 128), (4, 2, 32)])
+def test_prefill_attention_matches_sdpa_under_the_backends_masks(dtype, heads):
+    """A cold cohort with right padding, rows extending cached prefixes, and holes in a mask;
+    lengths off the kernel's 32-wide tiles; V strided as the fused projection leaves it."""
+    H, KVH, D = heads
+    torch.manual_seed(0)
+    cases = [
+        ([70, 33, 1], [0, 0, 0], []),  # cold, padded to 70
+        ([40, 5], [90, 0], []),  # one row after a 90-token prefix, one cold
+        ([64], [0], [(0, 50, 3), (0, 63, 40), (0, 40, 40)]),  # holes, one on the diagonal
+    ]
+    for lengths, offsets, holes in cases:
+        mask = prefill_mask(lengths, offsets, max(lengths), holes)
+        B, _, L, S = mask.shape
+        q = torch.randn(B, H, L, D).to(dtype)
+        k = torch.randn(B, KVH, S, D).to(dtype)
+        v = torch.randn(B, S, KVH, D).to(dtype).transpose(1, 2)  # rows of D, strided heads
+        mask[:, :, :, : S // 2] += torch.rand(B, 1, L, S // 2, dtype=torch.float64)  # finite
+        got = PREFILL(q, k, v, mask.to(dtype), D**-0.5)
+        want = F.scaled_dot_product_attention(
+            q.double(), k.double(), v.double(), attn_mask=mask, enable_gqa=True
+        )
+        assert got.dtype == dtype and got.shape == (B, H, L, D)
+        tol = 1e-5 if dtype == torch.float32 else 1e-2  # the output rounded to bfloat16
+        assert (got.double() - want).abs().max() < tol  # a wrong span, head or stride: ~1
+
+
+def test_prefill_attention_rejects_mixed_dtypes_and_unbuilt_head_sizes():
+    q = k = v = torch.zeros(1, 3, 4, 64)
+    mask = torch.zeros(1, 1, 4, 4)
+    with pytest.raises(RuntimeError, match="share one dtype"):
+        PREFILL(q, k, v, mask.to(torch.bfloat16), 0.125)
+    q48 = torch.zeros(1, 3, 4, 48)
+    with pytest.raises(RuntimeError, match="head size 48 is not built"):
+        PREFILL(q48, q48, q48, mask, 0.125)

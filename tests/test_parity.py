@@ -61,7 +61,7 @@ def backend(request, tiny):
         return TorchBackend(tiny, dtype="float32", kernels=False)
     be = load_backend(request.param, tiny, dtype="float32")
     if request.param == "torch" and COMPILER:
-        assert be.decode_path == "kernel"  # the CPU kernel built: these tests run it
+        assert (be.decode_path, be.prefill_path) == ("kernel", "kernel")  # the kernels built
     return be
 
 

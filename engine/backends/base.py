@@ -25,6 +25,7 @@ class Backend(ABC):
     # a decode step: "torch" (or "mlx") ops, "kernel" (torch ops, our attention kernel), or
     # "fused" (each block one C++ call)
     decode_path = "torch"
+    prefill_path = "torch"  # prefill attention: "torch" (SDPA), "kernel" (ours) or "mlx"
 
     def __init__(self, loaded: LoadedModel):
         self.args = loaded.args

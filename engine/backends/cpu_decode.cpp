@@ -249,9 +249,14 @@ torch::Tensor decode_layer(torch::Tensor h, torch::Tensor in_norm, torch::Tensor
   return h1 + project(act, down, dense_rows);
 }
 
+torch::Tensor prefill_attention(torch::Tensor q, torch::Tensor k, torch::Tensor v,
+                                torch::Tensor mask, double scale);  // cpu_prefill.cpp
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   // the GIL is released while it runs: the server's event loop keeps serving
   m.def("decode_attention", &decode_attention,
         pybind11::call_guard<pybind11::gil_scoped_release>());
   m.def("decode_layer", &decode_layer, pybind11::call_guard<pybind11::gil_scoped_release>());
+  m.def("prefill_attention", &prefill_attention,
+        pybind11::call_guard<pybind11::gil_scoped_release>());
 }

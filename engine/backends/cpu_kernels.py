@@ -1,4 +1,5 @@
-"""The engine's own CPU kernels (cpu_decode.cpp), compiled on first use for this CPU.
+"""The engine's own CPU kernels (cpu_decode.cpp, cpu_prefill.cpp), compiled on first use for this
+CPU.
 
 torch's cpp_extension builds them with -march=native into its extensions folder
 ($TORCH_EXTENSIONS_DIR, else ~/.cache/torch_extensions), once per source, flags, CPU, torch and
@@ -19,9 +20,12 @@ from pathlib import Path
 from engine.backends.cpu_features import cpu_flags
 
 log = logging.getLogger("engine")
-SOURCE = Path(__file__).with_name("cpu_decode.cpp")
-HEAD_DIMS = (16, 32, 64, 128)  # the head sizes cpu_decode.cpp is built for
-FLAGS = ["-O3", "-march=native", "-fopenmp-simd", "-ffast-math"]
+SOURCES = [Path(__file__).with_name(n) for n in ("cpu_decode.cpp", "cpu_prefill.cpp")]
+HEAD_DIMS = (16, 32, 64, 128)  # the head sizes the kernels are built for
+# -fopenmp: at::parallel_for is a header template that runs serially without it (its OpenMP
+# calls bind to torch's own libgomp). Apple's clang has no OpenMP runtime: SIMD only there.
+OPENMP = "-fopenmp-simd" if sys.platform == "darwin" else "-fopenmp"
+FLAGS = ["-O3", "-march=native", OPENMP, "-ffast-math"]
 
 
 def kernels_enabled() -> bool:
@@ -34,14 +38,14 @@ STALE_LOCK_S = 300  # a build takes ~40 s: an older lock was left by a killed bu
 def _build_name(torch_version: str) -> str:
     """A name per source, flags, CPU, torch and Python: -march=native code must not load on
     another CPU, nor a build against one torch into another."""
-    h = hashlib.sha256(SOURCE.read_bytes())
+    h = hashlib.sha256(b"".join(src.read_bytes() for src in SOURCES))
     key = [*FLAGS, platform.machine(), *sorted(cpu_flags()), torch_version, sys.version]
     h.update(" ".join(key).encode())
-    return f"servegate_cpu_decode_{h.hexdigest()[:12]}"
+    return f"servegate_cpu_kernels_{h.hexdigest()[:12]}"
 
 
 def _build_dir(name: str) -> Path:
-    """The build folder, holding its own copy of the source: ninja rebuilds when a source's
+    """The build folder, holding its own copy of the sources: ninja rebuilds when a source's
     path changes, and every git worktree of the harness has its own path. A lock left by a
     killed build is removed (torch's loader would wait on it forever)."""
     root = os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions"
@@ -50,11 +54,12 @@ def _build_dir(name: str) -> Path:
     lock = folder / "lock"
     if lock.exists() and time.time() - lock.stat().st_mtime > STALE_LOCK_S:
         lock.unlink(missing_ok=True)
-    copy, text = folder / SOURCE.name, SOURCE.read_bytes()
-    if not copy.exists() or copy.read_bytes() != text:  # the name hashes the text: once
-        tmp = folder / f".{SOURCE.name}.{os.getpid()}"
-        tmp.write_bytes(text)
-        os.replace(tmp, copy)
+    for src in SOURCES:
+        copy, text = folder / src.name, src.read_bytes()
+        if not copy.exists() or copy.read_bytes() != text:  # the name hashes the text: once
+            tmp = folder / f".{src.name}.{os.getpid()}"
+            tmp.write_bytes(text)
+            os.replace(tmp, copy)
     return folder
 
 
@@ -68,13 +73,12 @@ def _module():
 
         name = _build_name(torch.__version__)
         folder = _build_dir(name)
-        log.info("engine: loading the CPU decode kernels (built once per CPU, in ~40 s)")
-        return load(
-            name, [str(folder / SOURCE.name)], extra_cflags=FLAGS, build_directory=str(folder)
-        )
+        log.info("engine: loading the CPU kernels (built once per CPU, in ~1 min)")
+        sources = [str(folder / src.name) for src in SOURCES]
+        return load(name, sources, extra_cflags=FLAGS, build_directory=str(folder))
     except Exception as e:  # no compiler, no ninja, no Python headers: torch's ops serve
         why = str(e).strip().splitlines()[-1:] or [type(e).__name__]
-        log.warning("engine: CPU decode kernels unavailable (%s); using torch's", why[0])
+        log.warning("engine: CPU kernels unavailable (%s); using torch's", why[0])
         return None
 
 
@@ -82,6 +86,12 @@ def decode_attention():
     """`decode_attention(q, k, v, lengths, scale)`, or None (the reason logged)."""
     m = _module()
     return m.decode_attention if m is not None else None
+
+
+def prefill_attention():
+    """`prefill_attention(q, k, v, mask, scale)`: SDPA with an additive mask, or None."""
+    m = _module()
+    return m.prefill_attention if m is not None else None
 
 
 def decode_layer():

@@ -39,6 +39,7 @@ def _memory_fn(name: str):
 class MLXBackend(Backend):
     name = "mlx"
     decode_path = "mlx"
+    prefill_path = "mlx"
 
     def __init__(self, loaded: LoadedModel, device: str = "auto", dtype: str = "auto"):
         super().__init__(loaded)

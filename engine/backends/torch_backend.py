@@ -5,7 +5,12 @@ import torch
 
 from engine.backends.base import Backend, DeviceMemory
 from engine.backends.cpu_features import cpu_has_native_bf16
-from engine.backends.cpu_kernels import HEAD_DIMS, decode_attention, decode_layer
+from engine.backends.cpu_kernels import (
+    HEAD_DIMS,
+    decode_attention,
+    decode_layer,
+    prefill_attention,
+)
 from engine.backends.kv_pool import KVPool
 from engine.backends.torch_fused_decode import FusedDecode
 from engine.backends.torch_int4 import (
@@ -93,12 +98,15 @@ class TorchBackend(Backend):
         self.model.eval()
         cpu = self._device.type == "cpu" and loaded.args.head_dim in HEAD_DIMS
         kernel = decode_attention() if kernels and cpu else None
+        prefill_kernel = prefill_attention() if kernels and cpu else None
         for layer in self.model.model.layers:
             layer.self_attn.kernel = kernel
+            layer.self_attn.prefill_kernel = prefill_kernel
         self._fused = None
         if fused and kernel is not None and self.dtype == INT4 and FusedDecode.fits(self.model):
             self._fused = FusedDecode(self.model, decode_layer())
         self.decode_path = "fused" if self._fused else "kernel" if kernel else "torch"
+        self.prefill_path = "kernel" if prefill_kernel else "torch"
         self._kv_dtype = self._pick_kv_dtype(kernel is not None)
         self.pool = KVPool(loaded.args, self._kv_dtype, self._device)
 

@@ -59,6 +59,7 @@ class Attention(nn.Module):
         )
         self.o_proj = nn.Linear(self.n_heads * self.head_dim, args.hidden_size, bias=False)
         self.kernel = None  # cpu_kernels.decode_attention(), set by the backend on CPU
+        self.prefill_kernel = None  # cpu_kernels.prefill_attention(), likewise
 
     def forward(self, x, cos, sin, step: Step, layer: int) -> torch.Tensor:
         B, T, _ = x.shape
@@ -73,13 +74,18 @@ class Attention(nn.Module):
             for b, cache in enumerate(step.caches):
                 n = step.lengths[b]
                 cache.update_and_fetch(layer, k[b, :, :n], v[b, :, :n], step.offsets[b])
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=step.mask, enable_gqa=True)
+            out = self._attend(q, k, v, step.mask)
         else:  # rows extend their cached prefixes (in the cache's dtype)
             keys, values = self._extend(k, v, step, layer)
-            out = F.scaled_dot_product_attention(
-                q.to(keys.dtype), keys, values, attn_mask=step.mask, enable_gqa=True
-            ).to(q.dtype)
+            out = self._attend(q.to(keys.dtype), keys, values, step.mask).to(q.dtype)
         return self.o_proj(out.transpose(1, 2).reshape(B, T, -1))
+
+    def _attend(self, q, k, v, mask) -> torch.Tensor:
+        """Prefill attention under the step's additive mask: the CPU kernel (it skips the keys
+        the mask hides) where it is built, else SDPA."""
+        if self.prefill_kernel is not None:
+            return self.prefill_kernel(q, k, v, mask, self.head_dim**-0.5)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
 
     def _extend(self, k, v, step: Step, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Write each row's new K/V after its prefix; [B, KVH, S, D] keys and values up to the
