@@ -145,3 +145,27 @@ def test_prefill_attention_rejects_mixed_dtypes_and_unbuilt_head_sizes():
     q48 = torch.zeros(1, 3, 4, 48)
     with pytest.raises(RuntimeError, match="head size 48 is not built"):
         PREFILL(q48, q48, q48, mask, 0.125)
+
+
+def test_rms_norm_and_swiglu_round_as_the_torch_ops_they_replace():
+    """bfloat16 RMSNorm and silu(gate) * up, each rounded where torch rounds: equal but for
+    exp's and the sum's last bits (a few elements a bfloat16 step or two apart)."""
+    from engine.backends.torch_llama import MLP, RMSNorm
+
+    torch.manual_seed(0)
+    norm = RMSNorm(576, 1e-5).to(torch.bfloat16)
+    norm.weight.data = torch.randn(576).to(torch.bfloat16)
+    x = (torch.randn(2, 300, 576) * 4).to(torch.bfloat16)
+    gate_up = (torch.randn(600, 2 * 1536) * 3).to(torch.bfloat16)
+    want = (norm(x), F.silu(gate_up[:, :1536]) * gate_up[:, 1536:])
+    norm.kernel = cpu_kernels.rms_norm()
+    got = (norm(x), cpu_kernels.swiglu()(gate_up))
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape and g.dtype == torch.bfloat16
+        assert (g == w).float().mean() > 0.995  # a wrong formula or rounding: most differ
+        step = w.float().abs().clamp_min(1e-30) * 2**-6  # two bfloat16 steps
+        assert ((g.float() - w.float()).abs() <= step).all()
+    mlp = MLP(type("A", (), {"hidden_size": 8, "intermediate_size": 4})())
+    mlp.swiglu = cpu_kernels.swiglu()  # the module's hook: [B, T, 2I] in, [B, T, D] out
+    y = torch.randn(2, 3, 8).to(torch.bfloat16)
+    assert mlp.to(torch.bfloat16)(y).shape == (2, 3, 8)

@@ -146,21 +146,47 @@ namespace {
 using BF = at::BFloat16;
 inline float rnd(float x) { return static_cast<float>(BF(x)); }  // torch's bf16 rounding
 
-// Hugging Face's RMSNorm in bfloat16: normalize in float32, round, then scale (and round).
-torch::Tensor rms_norm(const torch::Tensor& h, const torch::Tensor& w, double eps) {
+}  // namespace
+
+// Hugging Face's RMSNorm in bfloat16 over the rows of h [N, D]: normalize in float32, round,
+// then scale (and round).
+torch::Tensor rms_norm(torch::Tensor h, torch::Tensor w, double eps) {
+  TORCH_CHECK(h.scalar_type() == torch::kBFloat16 && w.scalar_type() == torch::kBFloat16);
+  TORCH_CHECK(h.dim() == 2 && h.is_contiguous() && w.numel() == h.size(1));
   const int64_t B = h.size(0), N = h.size(1);
   auto out = torch::empty_like(h);
   const BF *hp = h.data_ptr<BF>(), *wp = w.data_ptr<BF>();
   BF* op = out.data_ptr<BF>();
-  for (int64_t b = 0; b < B; b++) {
-    const BF* x = hp + b * N;
-    float ss = 0.f;
-    for (int64_t i = 0; i < N; i++) ss += float(x[i]) * float(x[i]);
-    const float r = 1.f / std::sqrt(ss / N + static_cast<float>(eps));
-    for (int64_t i = 0; i < N; i++) op[b * N + i] = BF(float(wp[i]) * rnd(float(x[i]) * r));
-  }
+  at::parallel_for(0, B, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; b++) {
+      const BF* x = hp + b * N;
+      float ss = 0.f;
+      for (int64_t i = 0; i < N; i++) ss += float(x[i]) * float(x[i]);
+      const float r = 1.f / std::sqrt(ss / N + static_cast<float>(eps));
+      for (int64_t i = 0; i < N; i++) op[b * N + i] = BF(float(wp[i]) * rnd(float(x[i]) * r));
+    }
+  });
   return out;
 }
+
+// F.silu(gate) * up in bfloat16 (each rounded) for gu [N, 2I] = [gate | up]; returns [N, I].
+torch::Tensor swiglu(torch::Tensor gu) {
+  TORCH_CHECK(gu.scalar_type() == torch::kBFloat16 && gu.dim() == 2 && gu.is_contiguous());
+  const int64_t B = gu.size(0), I = gu.size(1) / 2;
+  auto act = torch::empty({B, I}, gu.options());
+  const BF* gp = gu.data_ptr<BF>();
+  BF* ap = act.data_ptr<BF>();
+  at::parallel_for(0, B, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; b++)
+      for (int64_t i = 0; i < I; i++) {
+        const float g = float(gp[b * 2 * I + i]), u = float(gp[b * 2 * I + I + i]);
+        ap[b * I + i] = BF(rnd(g / (1.f + std::exp(-g))) * u);
+      }
+  });
+  return act;
+}
+
+namespace {
 
 // torch_int4.Int4Linear: the int4 kernel, or the bfloat16 copy past dense_rows rows.
 torch::Tensor project(const torch::Tensor& x, const std::vector<torch::Tensor>& p,
@@ -237,16 +263,7 @@ torch::Tensor decode_layer(torch::Tensor h, torch::Tensor in_norm, torch::Tensor
   auto h1 = h + project(att.to(torch::kBFloat16).view({B, H * D}), o, dense_rows);
 
   auto gu = project(rms_norm(h1, post_norm, eps), gate_up, dense_rows).contiguous();
-  const int64_t I = gu.size(1) / 2;
-  auto act = torch::empty({B, I}, h.options());
-  const BF* gp = gu.data_ptr<BF>();
-  BF* ap = act.data_ptr<BF>();
-  for (int64_t b = 0; b < B; b++)
-    for (int64_t i = 0; i < I; i++) {
-      const float g = float(gp[b * 2 * I + i]), u = float(gp[b * 2 * I + I + i]);
-      ap[b * I + i] = BF(rnd(g / (1.f + std::exp(-g))) * u);  // F.silu(gate) * up
-    }
-  return h1 + project(act, down, dense_rows);
+  return h1 + project(swiglu(gu), down, dense_rows);
 }
 
 torch::Tensor prefill_attention(torch::Tensor q, torch::Tensor k, torch::Tensor v,
@@ -259,4 +276,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("decode_layer", &decode_layer, pybind11::call_guard<pybind11::gil_scoped_release>());
   m.def("prefill_attention", &prefill_attention,
         pybind11::call_guard<pybind11::gil_scoped_release>());
+  m.def("rms_norm", &rms_norm, pybind11::call_guard<pybind11::gil_scoped_release>());
+  m.def("swiglu", &swiglu, pybind11::call_guard<pybind11::gil_scoped_release>());
 }

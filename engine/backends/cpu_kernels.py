@@ -94,6 +94,20 @@ def prefill_attention():
     return m.prefill_attention if m is not None else None
 
 
+def rms_norm():
+    """`rms_norm(h, weight, eps)` over the rows of a bfloat16 [N, D], rounded as torch rounds
+    RMSNorm's ops (torch_llama.RMSNorm), or None."""
+    m = _module()
+    return m.rms_norm if m is not None else None
+
+
+def swiglu():
+    """`swiglu(gate_up)`: F.silu(gate) * up of a bfloat16 [N, 2I], rounded as torch rounds the
+    two ops, or None."""
+    m = _module()
+    return m.swiglu if m is not None else None
+
+
 def decode_layer():
     """`decode_layer(h, norms, projections, pool, rows, rope, ...)`: one int4 Llama block's
     decode step, or None."""

@@ -10,6 +10,8 @@ from engine.backends.cpu_kernels import (
     decode_attention,
     decode_layer,
     prefill_attention,
+    rms_norm,
+    swiglu,
 )
 from engine.backends.kv_pool import KVPool
 from engine.backends.torch_fused_decode import FusedDecode
@@ -19,7 +21,7 @@ from engine.backends.torch_int4 import (
     fuse_q4,
     int4_kernels_available,
 )
-from engine.backends.torch_llama import Model, Step, fuse_names
+from engine.backends.torch_llama import Model, RMSNorm, Step, fuse_names
 from engine.model.load import LoadedModel
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -102,6 +104,12 @@ class TorchBackend(Backend):
         for layer in self.model.model.layers:
             layer.self_attn.kernel = kernel
             layer.self_attn.prefill_kernel = prefill_kernel
+        if kernels and cpu and self._dtype == torch.bfloat16:  # bf16 and int4 models
+            norms = [m for m in self.model.modules() if isinstance(m, RMSNorm)]
+            for norm in norms:
+                norm.kernel = rms_norm()
+            for layer in self.model.model.layers:
+                layer.mlp.swiglu = swiglu()
         self._fused = None
         if fused and kernel is not None and self.dtype == INT4 and FusedDecode.fits(self.model):
             self._fused = FusedDecode(self.model, decode_layer())

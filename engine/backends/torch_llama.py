@@ -33,8 +33,11 @@ class RMSNorm(nn.Module):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(dim))
         self.eps = eps
+        self.kernel = None  # cpu_kernels.rms_norm(), set by the backend for bfloat16 on CPU
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.kernel is not None:  # the same ops and rounding in one parallel call
+            return self.kernel(x.reshape(-1, x.shape[-1]), self.weight, self.eps).view(x.shape)
         # Hugging Face's rounding (normalize in float32, round, then scale): F.rms_norm rounds
         # once at the end, which flipped a greedy near-tie of SmolLM2 in bfloat16
         h = x.float()
@@ -122,9 +125,14 @@ class MLP(nn.Module):
         super().__init__()
         self.gate_up_proj = nn.Linear(args.hidden_size, 2 * args.intermediate_size, bias=False)
         self.down_proj = nn.Linear(args.intermediate_size, args.hidden_size, bias=False)
+        self.swiglu = None  # cpu_kernels.swiglu(), set by the backend for bfloat16 on CPU
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+        gate_up = self.gate_up_proj(x)
+        if self.swiglu is not None:  # the same ops and rounding in one parallel call
+            act = self.swiglu(gate_up.reshape(-1, gate_up.shape[-1]))
+            return self.down_proj(act.view(*gate_up.shape[:-1], -1))
+        gate, up = gate_up.chunk(2, dim=-1)
         return self.down_proj(F.silu(gate) * up)
 
 
