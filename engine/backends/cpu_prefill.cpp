@@ -13,7 +13,11 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
+#ifdef __AVX512BF16__
+#include <immintrin.h>
+#endif
 
 namespace {
 
@@ -48,34 +52,110 @@ typedef float vf __attribute__((vector_size(64)));  // 16 floats: AVX-512, or tw
 constexpr int V = 16;
 inline vf splat(float x) { return vf{} + x; }
 inline vf& at(float* p) { return *reinterpret_cast<vf*>(p); }  // p 64-byte aligned
+inline const vf& at(const float* p) { return *reinterpret_cast<const vf*>(p); }
 
-// K transposed and V, widened to float32 once per call: [B*KVH][D][SP] and [B*KVH][SP][D]
+#ifdef __AVX512BF16__
+template <typename T>
+constexpr bool DOT16 = std::is_same_v<T, at::BFloat16>;  // bf16 pair dot products (vdpbf16ps)
+#else
+template <typename T>
+constexpr bool DOT16 = false;
+#endif
+
+// This call's K and V, laid out once for the tiles: float32 K transposed [B*KVH][D][SP] and V
+// [B*KVH][SP][D]; or, for vdpbf16ps, bfloat16 pairs: K [B*KVH][D/2][SP][2] (a key's two
+// adjacent dims) and V [B*KVH][SP/2][D][2] (two adjacent keys' values).
 struct Widened {
   int64_t SP;  // S rounded up to whole tiles (zeros past S)
   std::vector<float> buf;
-  float *kt, *v;
+  std::vector<uint16_t> hbuf;
+  float *kt = nullptr, *v = nullptr;
+  uint16_t *k2 = nullptr, *v2 = nullptr;
 };
+
+template <typename U>
+U* align64(U* p) {
+  return reinterpret_cast<U*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t(63));
+}
 
 template <typename T, int D>
 void widen_kv(const T* kp, const T* vp, const Shape& s, Widened& w) {
   w.SP = (s.S + KT - 1) / KT * KT;
-  const int64_t per = D * w.SP, n = s.B * s.KVH;
-  w.buf.assign(2 * n * per + 16, 0.f);
-  w.kt = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(w.buf.data()) + 63) & ~63);
-  w.v = w.kt + n * per;
+  const int64_t per = D * w.SP, n = s.B * s.KVH, SP = w.SP;
+  if constexpr (DOT16<T>) {
+    w.hbuf.assign(2 * n * per + 32, 0);
+    w.k2 = align64(w.hbuf.data()), w.v2 = w.k2 + n * per;
+  } else {
+    w.buf.assign(2 * n * per + 16, 0.f);
+    w.kt = align64(w.buf.data()), w.v = w.kt + n * per;
+  }
   at::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; t++) {
       const T* kb = kp + (t / s.KVH) * s.ks[0] + (t % s.KVH) * s.ks[1];
       const T* vb = vp + (t / s.KVH) * s.vs[0] + (t % s.KVH) * s.vs[1];
-      float *kt = w.kt + t * per, *v = w.v + t * per;
       for (int64_t j = 0; j < s.S; j++) {
-        for (int d = 0; d < D; d++) kt[d * w.SP + j] = widen1(kb[j * s.ks[2] + d]);
+        const T *kr = kb + j * s.ks[2], *vr = vb + j * s.vs[2];
+        if constexpr (DOT16<T>) {
+          uint16_t *k2 = w.k2 + t * per, *v2 = w.v2 + t * per;
+          for (int d = 0; d < D; d++) k2[((d / 2) * SP + j) * 2 + d % 2] = kr[d].x;
+          for (int d = 0; d < D; d++) v2[((j / 2) * D + d) * 2 + j % 2] = vr[d].x;
+        } else {
+          float *kt = w.kt + t * per, *v = w.v + t * per;
+          for (int d = 0; d < D; d++) kt[d * SP + j] = widen1(kr[d]);
 #pragma omp simd
-        for (int d = 0; d < D; d++) v[j * D + d] = widen1(vb[j * s.vs[2] + d]);
+          for (int d = 0; d < D; d++) v[j * D + d] = widen1(vr[d]);
+        }
       }
     }
   });
 }
+
+#ifdef __AVX512BF16__
+// Scores of RB query rows (bf16 pairs, q2[row][D/2]) against keys k0..k0+KT: vdpbf16ps takes
+// two dims of a key per lane, so half the multiply-adds of float32.
+template <int D, int RB>
+inline void scores16(const uint32_t* q2, const uint16_t* k2, int64_t SP, int64_t k0, float scale,
+                     float (&sc)[RB][KT]) {
+  constexpr int KV = KT / V;
+  __m512 acc[RB][KV];
+  for (int rr = 0; rr < RB; rr++)
+    for (int c = 0; c < KV; c++) acc[rr][c] = _mm512_setzero_ps();
+  for (int dp = 0; dp < D / 2; dp++) {
+    __m512bh kd[KV];
+    for (int c = 0; c < KV; c++)
+      kd[c] = (__m512bh)_mm512_load_si512(k2 + (dp * SP + k0 + c * V) * 2);
+    for (int rr = 0; rr < RB; rr++) {
+      const __m512bh qd = (__m512bh)_mm512_set1_epi32(q2[rr * (D / 2) + dp]);
+      for (int c = 0; c < KV; c++) acc[rr][c] = _mm512_dpbf16_ps(acc[rr][c], qd, kd[c]);
+    }
+  }
+  for (int rr = 0; rr < RB; rr++)
+    for (int c = 0; c < KV; c++)
+      _mm512_store_ps(&sc[rr][c * V], _mm512_mul_ps(acc[rr][c], _mm512_set1_ps(scale)));
+}
+
+// o += p V over keys k0..k0+n, p rounded to bfloat16 (as torch's flash kernel rounds it) and
+// taken two keys per lane.
+template <int D, int RB>
+inline void accumulate16(vf (&oacc)[RB][D / V], const float (&sc)[RB][KT], const uint16_t* v2,
+                         int64_t k0, int64_t n) {
+  alignas(64) uint32_t pb[RB][KT / 2];
+  for (int rr = 0; rr < RB; rr++)
+    for (int c = 0; c < KT / V; c++)
+      _mm256_store_si256(reinterpret_cast<__m256i*>(&pb[rr][c * V / 2]),
+                         (__m256i)_mm512_cvtneps_pbh(_mm512_load_ps(&sc[rr][c * V])));
+  for (int64_t jp = 0; jp < (n + 1) / 2; jp++) {
+    __m512bh vv[D / V];
+    for (int c = 0; c < D / V; c++)
+      vv[c] = (__m512bh)_mm512_load_si512(v2 + ((k0 / 2 + jp) * D + c * V) * 2);
+    for (int rr = 0; rr < RB; rr++) {
+      const __m512bh pj = (__m512bh)_mm512_set1_epi32(pb[rr][jp]);
+      for (int c = 0; c < D / V; c++)
+        oacc[rr][c] = (vf)_mm512_dpbf16_ps((__m512)oacc[rr][c], pj, vv[c]);
+    }
+  }
+}
+#endif
 
 // Each query position's span of keys: from its first to its last unhidden mask entry.
 template <typename T>
@@ -135,14 +215,18 @@ void attend_tile(const T* qp, const Widened& w, const T* mp, const int32_t* span
   std::fill(q, q + 2 * rows * D, 0.f);
   std::fill(mx, mx + rows, HIDDEN);
   std::fill(sum, sum + rows, 0.f);
+  uint32_t* q2 = reinterpret_cast<uint32_t*>(q);  // DOT16: bf16 pairs, D/2 per row
   for (int64_t h = 0; h < g; h++)
     for (int64_t r = 0; r < R; r++) {
       const T* src = qp + b * s.qs[0] + (kvh * g + h) * s.qs[1] + (i0 + r) * s.qs[2];
-      for (int d = 0; d < D; d++) q[(h * QT + r) * D + d] = widen1(src[d]) * scale;
+      if constexpr (DOT16<T>) {
+        for (int d = 0; d < D; d += 2)
+          q2[(h * QT + r) * (D / 2) + d / 2] = src[d].x | uint32_t(src[d + 1].x) << 16;
+      } else {
+        for (int d = 0; d < D; d++) q[(h * QT + r) * D + d] = widen1(src[d]) * scale;
+      }
     }
-  const int64_t SP = w.SP;
-  float* ktb = w.kt + (b * s.KVH + kvh) * D * SP;
-  float* vb = w.v + (b * s.KVH + kvh) * D * SP;
+  const int64_t SP = w.SP, t = b * s.KVH + kvh;
   alignas(64) float sc[RB][KT];
   for (int64_t k0 = tlo - tlo % KT; k0 < thi; k0 += KT) {
     const int64_t n = std::min<int64_t>(KT, thi - k0);
@@ -151,17 +235,25 @@ void attend_tile(const T* qp, const Widened& w, const T* mp, const int32_t* span
       bool any = false;
       for (int rr = 0; rr < RB; rr++) any |= k0 < hi[p0 + rr] && k0 + KT > lo[p0 + rr];
       if (!any) continue;
-      vf acc[RB][KV] = {};
-      for (int d = 0; d < D; d++) {
-        vf kd[KV];
-        for (int c = 0; c < KV; c++) kd[c] = at(ktb + d * SP + k0 + c * V);
-        for (int rr = 0; rr < RB; rr++) {
-          const vf qd = splat(q[(r0 + rr) * D + d]);
-          for (int c = 0; c < KV; c++) acc[rr][c] += qd * kd[c];
+#ifdef __AVX512BF16__
+      if constexpr (DOT16<T>)
+        scores16<D, RB>(q2 + r0 * (D / 2), w.k2 + t * D * SP, SP, k0, scale, sc);
+      else
+#endif
+      {
+        const float* ktb = w.kt + t * D * SP;
+        vf acc[RB][KV] = {};
+        for (int d = 0; d < D; d++) {
+          vf kd[KV];
+          for (int c = 0; c < KV; c++) kd[c] = at(ktb + d * SP + k0 + c * V);
+          for (int rr = 0; rr < RB; rr++) {
+            const vf qd = splat(q[(r0 + rr) * D + d]);
+            for (int c = 0; c < KV; c++) acc[rr][c] += qd * kd[c];
+          }
         }
+        for (int rr = 0; rr < RB; rr++)
+          for (int c = 0; c < KV; c++) at(&sc[rr][c * V]) = acc[rr][c];
       }
-      for (int rr = 0; rr < RB; rr++)
-        for (int c = 0; c < KV; c++) at(&sc[rr][c * V]) = acc[rr][c];
       for (int rr = 0; rr < RB; rr++) {
         const int a = std::max<int64_t>(lo[p0 + rr] - k0, 0);
         const int e = std::clamp<int64_t>(hi[p0 + rr] - k0, 0, n);
@@ -192,14 +284,20 @@ void attend_tile(const T* qp, const Widened& w, const T* mp, const int32_t* span
       vf oacc[RB][DV];
       for (int rr = 0; rr < RB; rr++)
         for (int c = 0; c < DV; c++) oacc[rr][c] = at(&o[(r0 + rr) * D + c * V]) * alpha[rr];
-      for (int64_t j = 0; j < n; j++) {
-        vf vj[DV];
-        for (int c = 0; c < DV; c++) vj[c] = at(vb + (k0 + j) * D + c * V);
-        for (int rr = 0; rr < RB; rr++) {
-          const vf pj = splat(sc[rr][j]);
-          for (int c = 0; c < DV; c++) oacc[rr][c] += pj * vj[c];
+#ifdef __AVX512BF16__
+      if constexpr (DOT16<T>)
+        accumulate16<D, RB>(oacc, sc, w.v2 + t * D * SP, k0, n);
+      else
+#endif
+        for (int64_t j = 0; j < n; j++) {
+          const float* vb = w.v + t * D * SP;
+          vf vj[DV];
+          for (int c = 0; c < DV; c++) vj[c] = at(vb + (k0 + j) * D + c * V);
+          for (int rr = 0; rr < RB; rr++) {
+            const vf pj = splat(sc[rr][j]);
+            for (int c = 0; c < DV; c++) oacc[rr][c] += pj * vj[c];
+          }
         }
-      }
       for (int rr = 0; rr < RB; rr++)
         for (int c = 0; c < DV; c++) at(&o[(r0 + rr) * D + c * V]) = oacc[rr][c];
     }
