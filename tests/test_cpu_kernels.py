@@ -39,7 +39,7 @@ def test_decode_attention_matches_sdpa(dtype, heads):
     pool_v = torch.randn(5, KVH, 300, D).to(dtype)
     k, v = pool_k[1:4, :, :257], pool_v[1:4, :, :257]  # a window of slots, cut at its width
     lengths = torch.tensor([257, 1, 130])
-    q = torch.randn(3, H, D)
+    q = torch.randn(3, H, D).to(dtype).float()  # the engine's q: values of the model's dtype
     got = KERNEL(q, k, v, lengths, D**-0.5)
     want = sdpa(q, k, v, lengths)
     assert got.dtype == torch.float32 and got.shape == (3, H, D)

@@ -1,10 +1,10 @@
 // The engine's CPU decode kernels, built by cpu_kernels.py.
 //
 // decode_attention: one query token per row, grouped-query heads, over a KV pool of float32 or
-// bfloat16 (widened to float32 in registers: no bf16 arithmetic, so any CPU). One task per
-// (row, KV head): its H/KVH query heads share each K and V read. Two passes (scores, then
-// softmax-weighted V) keep each read once; SDPA's flash kernel read the same bytes at half the
-// rate for one query (docs/performance.md).
+// bfloat16 (widened to float32 in registers; a bfloat16 pool's scores by vdpbf16ps where the
+// CPU has it, exact products of q's bfloat16 values). One task per (row, KV head): its H/KVH
+// query heads share each K and V read. Two passes (scores, then softmax-weighted V) keep each
+// read once; SDPA's flash kernel read the same bytes at half the rate for one query.
 //
 // decode_layer: one whole Llama block for a decode step of an int4 model (torch_llama.py's
 // TransformerBlock, rounded to bfloat16 where torch rounds it), so the ~60 small torch ops
@@ -15,6 +15,9 @@
 #include <cstring>
 #include <type_traits>
 #include <vector>
+#ifdef __AVX512BF16__
+#include <immintrin.h>
+#endif
 
 namespace {
 
@@ -34,6 +37,54 @@ inline void widen(const T* src, float* dst) {  // one K or V row to float32
   for (int d = 0; d < D; d++) dst[d] = to_float(src[d]);
 }
 
+#ifdef __AVX512BF16__
+// The scores of one query head against n bfloat16 keys (rows of D, contiguous), 16 keys at a
+// time: vdpbf16ps multiplies two dims per lane exactly and adds in float32, then a transpose
+// tree sums each key's 16 lanes. q must hold bfloat16 values (the engine's q does: it is the
+// bfloat16 projection's output); it is taken as is, never rounded further.
+template <int D>
+void scores16(const float* q, const at::BFloat16* k, int64_t n, float scale, float* out) {
+  constexpr int NC = (D + 31) / 32;  // 32 dims (16 pairs) per vector
+  constexpr __mmask32 TAIL = D % 32 ? (1u << (D % 32)) - 1 : ~0u;
+  __m512bh qv[NC];
+  for (int c = 0; c < NC; c++) {
+    const int w = c == NC - 1 && D % 32 ? D % 32 : 32;
+    const __mmask16 lo = w >= 16 ? 0xFFFF : (1u << w) - 1, hi = w > 16 ? (1u << (w - 16)) - 1 : 0;
+    qv[c] = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, q + c * 32 + 16),
+                                _mm512_maskz_loadu_ps(lo, q + c * 32));
+  }
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  for (int64_t s0 = 0; s0 < n; s0 += 16) {
+    __m512 v[16];
+    for (int j = 0; j < 16; j++) {
+      v[j] = _mm512_setzero_ps();
+      if (s0 + j >= n) continue;
+      const at::BFloat16* kr = k + (s0 + j) * D;
+      for (int c = 0; c < NC; c++) {
+        const __mmask32 m = c == NC - 1 ? TAIL : ~0u;
+        const __m512bh kv = (__m512bh)_mm512_maskz_loadu_epi16(m, kr + c * 32);
+        v[j] = _mm512_dpbf16_ps(v[j], qv[c], kv);
+      }
+    }
+    __m512 t[8], u[4], w[2];  // 16 vectors -> one, lane i the sum of a key's lanes
+    for (int i = 0; i < 8; i++)
+      t[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44),
+                           _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xEE));
+    for (int i = 0; i < 4; i++)
+      u[i] = _mm512_add_ps(_mm512_shuffle_f32x4(t[2 * i], t[2 * i + 1], 0x88),
+                           _mm512_shuffle_f32x4(t[2 * i], t[2 * i + 1], 0xDD));
+    for (int i = 0; i < 2; i++)
+      w[i] = _mm512_add_ps(_mm512_shuffle_ps(u[2 * i], u[2 * i + 1], 0x44),
+                           _mm512_shuffle_ps(u[2 * i], u[2 * i + 1], 0xEE));
+    const __m512 x = _mm512_add_ps(_mm512_shuffle_ps(w[0], w[1], 0x88),
+                                   _mm512_shuffle_ps(w[0], w[1], 0xDD));
+    const __m512 sums = _mm512_mul_ps(_mm512_permutexvar_ps(order, x), _mm512_set1_ps(scale));
+    const int64_t left = n - s0;
+    _mm512_mask_storeu_ps(out + s0, left >= 16 ? 0xFFFF : (1u << left) - 1, sums);
+  }
+}
+#endif
+
 // D is a template argument for the common head sizes (fixed trip counts vectorize fully)
 // Row w reads the pool's slot slots[w] (w itself when slots is null).
 template <typename T, int D>
@@ -49,6 +100,11 @@ void attend(const float* qp, const T* kp, const T* vp, const int64_t* lp, const 
       const T* vb = vp + slot * vsw + kvh * vsh;
       const float* q0 = qp + (w * H + kvh * g) * D;
       sc.resize(g * n);
+#ifdef __AVX512BF16__
+      if constexpr (std::is_same_v<T, at::BFloat16>) {
+        for (int64_t r = 0; r < g; r++) scores16<D>(q0 + r * D, kb, n, scale, sc.data() + r * n);
+      } else
+#endif
       for (int64_t s = 0; s < n; s++) {
         float kr[D];
         widen<T, D>(kb + s * D, kr);
@@ -120,8 +176,9 @@ void dispatch(const torch::Tensor& q, const torch::Tensor& k, const torch::Tenso
 
 }  // namespace
 
-// q [W, H, D] float32; k, v [W, KVH, S, D] float32 or bfloat16 with contiguous rows of D;
-// lengths [W] int64 (row w attends keys 0..lengths[w]-1). Returns [W, H, D] float32.
+// q [W, H, D] float32 (holding bfloat16 values, with a bfloat16 pool); k, v [W, KVH, S, D]
+// float32 or bfloat16 with contiguous rows of D; lengths [W] int64 (row w attends keys
+// 0..lengths[w]-1). Returns [W, H, D] float32.
 torch::Tensor decode_attention(torch::Tensor q, torch::Tensor k, torch::Tensor v,
                                torch::Tensor lengths, double scale) {
   const int64_t W = q.size(0), H = q.size(1), D = q.size(2), KVH = k.size(1);
