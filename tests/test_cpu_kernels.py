@@ -169,3 +169,29 @@ def test_rms_norm_and_swiglu_round_as_the_torch_ops_they_replace():
     mlp.swiglu = cpu_kernels.swiglu()  # the module's hook: [B, T, 2I] in, [B, T, D] out
     y = torch.randn(2, 3, 8).to(torch.bfloat16)
     assert mlp.to(torch.bfloat16)(y).shape == (2, 3, 8)
+
+
+@pytest.mark.skipif(cpu_kernels.q4_matvec() is None, reason="no AVX512-BF16: torch's int4 serves")
+def test_q4_matvec_matches_the_dequantized_matrix():
+    """Every row count of a decode batch (the kernel takes rows in fours), three shapes of
+    SmolLM2's projections; the float16 d and m of a Q4_1 matrix are exact."""
+    import numpy as np
+
+    from engine.backends.torch_int4 import pack_q4
+    from engine.model.q4 import Q4Weight
+
+    rng = np.random.default_rng(0)
+    matvec = cpu_kernels.q4_matvec()
+    for N, K in [(96, 576), (32, 1536), (48, 64)]:
+        d = (rng.random((N, K // 32)) * 0.01).astype(np.float16).astype(np.float32)
+        m = (-rng.random((N, K // 32)) * 0.08).astype(np.float16).astype(np.float32)
+        w = Q4Weight(rng.integers(0, 16, (N, K)).astype(np.uint8), d, m)
+        dense = torch.from_numpy(w.dequantize()).double()
+        for M in range(1, 7):
+            x = torch.randn(M, K).to(torch.bfloat16)
+            got = matvec(x, *pack_q4(w))
+            want = x.double() @ dense.T
+            assert got.dtype == torch.bfloat16 and got.shape == (M, N)
+            assert ((got.double() - want).abs() <= want.abs() * 2**-8 + 1e-5).all()
+    with pytest.raises(RuntimeError, match="do not fit"):  # w is 48 x 64
+        matvec(torch.zeros(1, 128, dtype=torch.bfloat16), *pack_q4(w))

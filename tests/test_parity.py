@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from engine.backends import load_backend
+from engine.backends import cpu_kernels, load_backend
 from engine.backends.cpu_features import cpu_has_native_bf16
 from engine.backends.torch_backend import TorchBackend
 from engine.backends.torch_int4 import Int4Linear, Int4PairLinear, int4_kernels_available
@@ -254,9 +254,13 @@ def quantized_tiny():
 
 
 @pytest.mark.skipif(not int4_kernels_available(), reason="torch has no CPU int4 kernels")
-def test_int4_logits_match_the_dequantized_float_path():
+@pytest.mark.parametrize("kernels", [True, False], ids=["ours", "torch"])
+def test_int4_logits_match_the_dequantized_float_path(kernels):
+    """On our int4 kernel (cpu_q4.cpp, where the CPU has AVX512-BF16) and on torch's."""
     loaded = quantized_tiny()
-    int4 = load_backend("torch", loaded, dtype="int4")
+    int4 = TorchBackend(loaded, dtype="int4", kernels=kernels)
+    ours = int4.model.model.layers[0].mlp.down_proj.matvec is not None
+    assert ours == (kernels and cpu_kernels.q4_matvec() is not None)
     assert int4.dtype == "int4"
     assert (
         sum(isinstance(m, Int4Linear) for m in int4.model.modules()) == 2 * 4
@@ -295,7 +299,8 @@ def test_a_fused_int4_decode_step_matches_the_torch_ops_it_replaces():
 
 
 @pytest.mark.skipif(not int4_kernels_available(), reason="torch has no CPU int4 kernels")
-def test_a_q8_0_matrix_on_two_int4_matrices_is_the_same_matrix():
+@pytest.mark.parametrize("ours", [True, False])
+def test_a_q8_0_matrix_on_two_int4_matrices_is_the_same_matrix(ours):
     """hi*16 + lo splits every code exactly: only the bfloat16 rounding of the scales and the
     activations remains (checked against an exact float64 product)."""
     from gguf import GGMLQuantizationType
@@ -309,7 +314,10 @@ def test_a_q8_0_matrix_on_two_int4_matrices_is_the_same_matrix():
     x = torch.from_numpy(np.random.default_rng(8).normal(size=(3, 128)).astype(np.float32))
     xb = x.to(torch.bfloat16)
     want = xb.double() @ torch.from_numpy(q8.dequantize()).double().T
-    got = Int4PairLinear(q8)(xb).double()
+    matvec = cpu_kernels.q4_matvec() if ours else None
+    if ours and matvec is None:
+        pytest.skip("no AVX512-BF16: our int4 kernel is not built")
+    got = Int4PairLinear(q8, matvec=matvec)(xb).double()
     assert got.dtype == torch.float64 and got.shape == (3, 96)
     err = (got - want).abs().max() / want.abs().max()
     assert err < 0.01, err  # a wrong split (lo signed, or zero 0) is off by tens of percent

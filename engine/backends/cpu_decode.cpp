@@ -19,6 +19,13 @@
 #include <immintrin.h>
 #endif
 
+torch::Tensor prefill_attention(torch::Tensor q, torch::Tensor k, torch::Tensor v,
+                                torch::Tensor mask, double scale);  // cpu_prefill.cpp
+#ifdef __AVX512BF16__
+torch::Tensor q4_matvec(torch::Tensor x, torch::Tensor codes, torch::Tensor d,
+                        torch::Tensor m);  // cpu_q4.cpp
+#endif
+
 namespace {
 
 constexpr int MAX_GROUP = 16;
@@ -245,10 +252,15 @@ torch::Tensor swiglu(torch::Tensor gu) {
 
 namespace {
 
-// torch_int4.Int4Linear: the int4 kernel, or the bfloat16 copy past dense_rows rows.
+// torch_int4.Int4Linear: an int4 kernel ({codes, d, m, dense}: ours; {packed,
+// scales_and_zeros, dense}: torch's), or the bfloat16 copy past dense_rows rows.
 torch::Tensor project(const torch::Tensor& x, const std::vector<torch::Tensor>& p,
                       int64_t dense_rows) {
-  if (x.size(0) > dense_rows) return at::linear(x, p[2]);
+  if (x.size(0) > dense_rows) return at::linear(x, p.back());
+#ifdef __AVX512BF16__
+  if (p.size() == 4) return q4_matvec(x, p[0], p[1], p[2]);
+#endif
+  TORCH_CHECK(p.size() == 3, "decode_layer: a projection is {packed, scales_and_zeros, dense}");
   return at::_weight_int4pack_mm_for_cpu(x, p[0], 32, p[1]);
 }
 
@@ -323,9 +335,6 @@ torch::Tensor decode_layer(torch::Tensor h, torch::Tensor in_norm, torch::Tensor
   return h1 + project(swiglu(gu), down, dense_rows);
 }
 
-torch::Tensor prefill_attention(torch::Tensor q, torch::Tensor k, torch::Tensor v,
-                                torch::Tensor mask, double scale);  // cpu_prefill.cpp
-
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   // the GIL is released while it runs: the server's event loop keeps serving
   m.def("decode_attention", &decode_attention,
@@ -335,4 +344,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         pybind11::call_guard<pybind11::gil_scoped_release>());
   m.def("rms_norm", &rms_norm, pybind11::call_guard<pybind11::gil_scoped_release>());
   m.def("swiglu", &swiglu, pybind11::call_guard<pybind11::gil_scoped_release>());
+#ifdef __AVX512BF16__
+  m.def("q4_matvec", &q4_matvec, pybind11::call_guard<pybind11::gil_scoped_release>());
+#endif
 }

@@ -1,5 +1,5 @@
-"""The engine's own CPU kernels (cpu_decode.cpp, cpu_prefill.cpp), compiled on first use for this
-CPU.
+"""The engine's own CPU kernels (cpu_decode.cpp, cpu_prefill.cpp, cpu_q4.cpp), compiled on first
+use for this CPU.
 
 torch's cpp_extension builds them with -march=native into its extensions folder
 ($TORCH_EXTENSIONS_DIR, else ~/.cache/torch_extensions), once per source, flags, CPU, torch and
@@ -20,7 +20,7 @@ from pathlib import Path
 from engine.backends.cpu_features import cpu_flags
 
 log = logging.getLogger("engine")
-SOURCES = [Path(__file__).with_name(n) for n in ("cpu_decode.cpp", "cpu_prefill.cpp")]
+SOURCES = [Path(__file__).with_name(n) for n in ("cpu_decode.cpp", "cpu_prefill.cpp", "cpu_q4.cpp")]
 HEAD_DIMS = (16, 32, 64, 128)  # the head sizes the kernels are built for
 # -fopenmp: at::parallel_for is a header template that runs serially without it (its OpenMP
 # calls bind to torch's own libgomp). Apple's clang has no OpenMP runtime: SIMD only there.
@@ -106,6 +106,13 @@ def swiglu():
     two ops, or None."""
     m = _module()
     return m.swiglu if m is not None else None
+
+
+def q4_matvec():
+    """`q4_matvec(x, codes, d, m)`: a few bfloat16 rows times a Q4_1 matrix packed by
+    torch_int4.pack_q4, or None (not built: the CPU lacks AVX512-BF16)."""
+    m = _module()
+    return getattr(m, "q4_matvec", None)
 
 
 def decode_layer():

@@ -10,6 +10,7 @@ from engine.backends.cpu_kernels import (
     decode_attention,
     decode_layer,
     prefill_attention,
+    q4_matvec,
     rms_norm,
     swiglu,
 )
@@ -74,6 +75,8 @@ class TorchBackend(Backend):
         self.device = str(self._device)
         with torch.device("meta"):
             self.model = Model(loaded.args)
+        cpu = self._device.type == "cpu" and loaded.args.head_dim in HEAD_DIMS
+        matvec = q4_matvec() if kernels and cpu else None
         state = {}
         for target, names in fuse_names(loaded.weights).items():
             if self.dtype == INT4 and all(n in loaded.q4 for n in names):
@@ -81,7 +84,7 @@ class TorchBackend(Backend):
                 module = self.model.get_submodule(target.removesuffix(".weight"))
                 parent, _, attr = target.removesuffix(".weight").rpartition(".")
                 assert module.weight.shape == w.q.shape, target
-                setattr(self.model.get_submodule(parent), attr, Int4Linear(w, self._dtype))
+                setattr(self.model.get_submodule(parent), attr, Int4Linear(w, self._dtype, matvec))
                 continue
             parts = [loaded.weights[n] for n in names]  # each read dequantizes a quantized one
             w = parts[0] if len(parts) == 1 else np.concatenate(parts)
@@ -95,10 +98,9 @@ class TorchBackend(Backend):
             "lm_head.weight" if "lm_head.weight" in loaded.weights else "model.embed_tokens.weight"
         )
         if self.dtype == INT4 and head in loaded.q8:  # the logits on the int4 kernels too
-            self.model.head_int4 = Int4PairLinear(loaded.q8[head], self._dtype)
+            self.model.head_int4 = Int4PairLinear(loaded.q8[head], self._dtype, matvec)
         self.model.init_rope(self._device)
         self.model.eval()
-        cpu = self._device.type == "cpu" and loaded.args.head_dim in HEAD_DIMS
         kernel = decode_attention() if kernels and cpu else None
         prefill_kernel = prefill_attention() if kernels and cpu else None
         for layer in self.model.model.layers:

@@ -15,7 +15,8 @@ from engine.backends.torch_llama import Model
 
 
 def _projection(linear: Int4Linear) -> list[torch.Tensor]:
-    return [linear.packed[0], linear.packed[1], linear.dense]
+    """{codes, d, m, dense} on our int4 kernel, {packed, scales_and_zeros, dense} on torch's."""
+    return [*linear.packed, linear.dense]
 
 
 class FusedDecode:

@@ -50,21 +50,47 @@ def pack_int4(codes: np.ndarray, scale: np.ndarray, zero: np.ndarray, dtype: tor
     return packed, sz.contiguous().to(dtype)
 
 
-def int4_mm(x: torch.Tensor, packed: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+def int4_mm(x: torch.Tensor, packed: tuple, matvec=None) -> torch.Tensor:
+    """x times a matrix packed by pack_q4 for our kernel (`matvec`), else by pack_int4."""
+    if matvec is not None:
+        return matvec(x.contiguous(), *packed)
     return torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed[0], GROUP, packed[1])
 
 
+def pack_q4(w: Q4Weight) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The layout of cpu_q4.cpp's q4_matvec: codes [N/16, K/32, 16, 16], a byte holding one
+    output's codes for dims 2p and 2p+1 of a group (16 outputs side by side), and d and m
+    [N/16, K/32, 16] in float16 (Q4_1's own precision: exact, not rounded to bfloat16)."""
+    N, K = w.q.shape
+    q = w.q.astype(np.uint8).reshape(N // 16, 16, K // GROUP, GROUP // 2, 2)
+    q = q.transpose(0, 2, 3, 1, 4)  # [block, group, pair, lane, 2]
+    codes = np.ascontiguousarray(q[..., 0] | (q[..., 1] << 4))
+
+    def per_group(a: np.ndarray) -> torch.Tensor:
+        a = a.astype(np.float16).reshape(N // 16, 16, K // GROUP).transpose(0, 2, 1)
+        return torch.from_numpy(np.ascontiguousarray(a))
+
+    return torch.from_numpy(codes), per_group(w.d), per_group(w.m)
+
+
 class Int4Linear(nn.Module):
-    def __init__(self, w: Q4Weight, dtype: torch.dtype = torch.bfloat16):
+    """A Q4_1 matrix for decode's few rows: on our kernel (`matvec`, cpu_kernels.q4_matvec)
+    where it is built, else on torch's; a bfloat16 copy for more rows."""
+
+    def __init__(self, w: Q4Weight, dtype: torch.dtype = torch.bfloat16, matvec=None):
         super().__init__()
-        self.packed = pack_int4(w.q, w.d, w.m + 8 * w.d, dtype)
         self.out_features, self.in_features = w.q.shape
+        self.matvec = matvec if self.out_features % 16 == 0 else None
+        if self.matvec is not None:
+            self.packed = pack_q4(w)
+        else:
+            self.packed = pack_int4(w.q, w.d, w.m + 8 * w.d, dtype)
         self.dense = torch.from_numpy(w.dequantize()).to(dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.numel() > DENSE_ROWS * self.in_features:
             return F.linear(x, self.dense)
-        y = int4_mm(x.reshape(-1, self.in_features), self.packed)
+        y = int4_mm(x.reshape(-1, self.in_features), self.packed, self.matvec)
         return y.view(*x.shape[:-1], self.out_features)
 
 
@@ -72,16 +98,21 @@ class Int4PairLinear(nn.Module):
     """A Q8_0 matrix as two int4 matrices; float32 output. For up to PAIR_ROWS rows: past
     that the caller's bfloat16 copy is faster."""
 
-    def __init__(self, w: Q8Weight, dtype: torch.dtype = torch.bfloat16):
+    def __init__(self, w: Q8Weight, dtype: torch.dtype = torch.bfloat16, matvec=None):
         super().__init__()
         self.out_features, self.in_features = w.q.shape
+        self.matvec = matvec
         pad = ((0, -self.out_features % 16), (0, 0))  # the packing wants rows in 16s
         q, d = np.pad(w.q, pad), np.pad(w.d, pad)  # padded rows: scale 0, so outputs 0
         hi, lo = (q >> 4) + 8, q & 15  # q = 16*(hi - 8) + lo
-        self.hi = pack_int4(hi, 16 * d, np.zeros_like(d), dtype)
-        self.lo = pack_int4(lo, d, 8 * d, dtype)
+        if matvec is not None:  # w = d*code + m
+            self.hi = pack_q4(Q4Weight(hi.astype(np.uint8), 16 * d, -128 * d))
+            self.lo = pack_q4(Q4Weight(lo.astype(np.uint8), d, np.zeros_like(d)))
+        else:  # w = (code - 8)*scale + zero
+            self.hi = pack_int4(hi, 16 * d, np.zeros_like(d), dtype)
+            self.lo = pack_int4(lo, d, 8 * d, dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x2 = x.reshape(-1, self.in_features)
-        y = int4_mm(x2, self.hi).float() + int4_mm(x2, self.lo).float()
+        y = int4_mm(x2, self.hi, self.matvec).float() + int4_mm(x2, self.lo, self.matvec).float()
         return y[:, : self.out_features].reshape(*x.shape[:-1], self.out_features)
