@@ -39,6 +39,9 @@ class Sampler:
     def __call__(self, logits: np.ndarray) -> int:
         if self.fault:
             raise InjectedFault("injected sampler fault (ENGINE_TEST_FAULT_MARKER)")
+        if self.params.greedy:  # argmax as after nan_to_num below, without its float64 copy
+            nan = np.isnan(logits)
+            return int(np.argmax(np.where(nan, -np.inf, logits) if nan.any() else logits))
         # a non-finite logit (a broken forward) must not become a NaN probability
         logits = np.nan_to_num(
             logits.astype(np.float64), nan=-np.inf, posinf=np.finfo("d").max, neginf=-np.inf

@@ -96,6 +96,7 @@ def test_stop_handling_is_linear_in_the_new_text():
 def test_the_sampler_never_produces_nan():
     bad = np.array([np.nan, 1.0, np.inf, -np.inf], dtype=np.float32)
     assert Sampler(SamplingParams(1.0, 0.9, 1))(bad) == 2
+    assert Sampler(SamplingParams())(bad) == 2  # greedy: a NaN never wins the argmax
     assert Sampler(SamplingParams(1e-310))(np.array([0.1, 3.0, 2.9])) == 1  # greedy
     assert Sampler(SamplingParams(1e-4, 1.0, 1))(np.array([1e30, 0.0], dtype=np.float32)) == 0
     assert Sampler(SamplingParams(1.0))(np.full(3, -np.inf)) in (0, 1, 2)
