@@ -81,8 +81,9 @@ def test_a_killed_builds_lock_is_cleared_and_the_sources_copied_once(tmp_path, m
     os.utime(stale, (old, old))
     folder = cpu_kernels._build_dir("k")
     assert not stale.exists()
-    copies = [folder / src.name for src in cpu_kernels.SOURCES]
-    assert [c.read_bytes() for c in copies] == [s.read_bytes() for s in cpu_kernels.SOURCES]
+    files = cpu_kernels.SOURCES + cpu_kernels.HEADERS
+    copies = [folder / src.name for src in files]
+    assert [c.read_bytes() for c in copies] == [s.read_bytes() for s in files]
     stamps = [c.stat().st_mtime_ns for c in copies]
     (folder / "lock").touch()  # a build in progress: kept
     cpu_kernels._build_dir("k")

@@ -15,6 +15,8 @@
 #include <cstring>
 #include <type_traits>
 #include <vector>
+
+#include "cpu_float.h"
 #ifdef __AVX512BF16__
 #include <immintrin.h>
 #endif
@@ -30,13 +32,6 @@ namespace {
 
 constexpr int MAX_GROUP = 16;
 
-inline float to_float(float x) { return x; }
-inline float to_float(at::BFloat16 x) {
-  uint32_t bits = static_cast<uint32_t>(x.x) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
 
 template <typename T, int D>
 inline void widen(const T* src, float* dst) {  // one K or V row to float32

@@ -21,6 +21,7 @@ from engine.backends.cpu_features import cpu_flags
 
 log = logging.getLogger("engine")
 SOURCES = [Path(__file__).with_name(n) for n in ("cpu_decode.cpp", "cpu_prefill.cpp", "cpu_q4.cpp")]
+HEADERS = [Path(__file__).with_name("cpu_float.h")]  # copied beside the sources, not compiled
 HEAD_DIMS = (16, 32, 64, 128)  # the head sizes the kernels are built for
 # -fopenmp: at::parallel_for is a header template that runs serially without it (its OpenMP
 # calls bind to torch's own libgomp). Apple's clang has no OpenMP runtime: SIMD only there.
@@ -38,7 +39,7 @@ STALE_LOCK_S = 300  # a build takes ~40 s: an older lock was left by a killed bu
 def _build_name(torch_version: str) -> str:
     """A name per source, flags, CPU, torch and Python: -march=native code must not load on
     another CPU, nor a build against one torch into another."""
-    h = hashlib.sha256(b"".join(src.read_bytes() for src in SOURCES))
+    h = hashlib.sha256(b"".join(src.read_bytes() for src in SOURCES + HEADERS))
     key = [*FLAGS, platform.machine(), *sorted(cpu_flags()), torch_version, sys.version]
     h.update(" ".join(key).encode())
     return f"servegate_cpu_kernels_{h.hexdigest()[:12]}"
@@ -54,7 +55,7 @@ def _build_dir(name: str) -> Path:
     lock = folder / "lock"
     if lock.exists() and time.time() - lock.stat().st_mtime > STALE_LOCK_S:
         lock.unlink(missing_ok=True)
-    for src in SOURCES:
+    for src in SOURCES + HEADERS:
         copy, text = folder / src.name, src.read_bytes()
         if not copy.exists() or copy.read_bytes() != text:  # the name hashes the text: once
             tmp = folder / f".{src.name}.{os.getpid()}"

@@ -15,6 +15,8 @@
 #include <cstring>
 #include <type_traits>
 #include <vector>
+
+#include "cpu_float.h"
 #ifdef __AVX512BF16__
 #include <immintrin.h>
 #endif
@@ -25,17 +27,10 @@ constexpr int QT = 32;          // query positions per task
 constexpr int KT = 32;          // keys per tile
 constexpr float HIDDEN = -1e30f;  // a masked score (finite: the file builds with -ffast-math)
 
-inline float widen1(float x) { return x; }
-inline float widen1(at::BFloat16 x) {
-  uint32_t bits = static_cast<uint32_t>(x.x) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
 
 template <typename T>
 inline bool hidden(T m) {  // -inf (or any huge negative) hides a key
-  return widen1(m) < -1e30f;
+  return to_float(m) < -1e30f;
 }
 
 template <typename T>
@@ -101,9 +96,9 @@ void widen_kv(const T* kp, const T* vp, const Shape& s, Widened& w) {
           for (int d = 0; d < D; d++) v2[((j / 2) * D + d) * 2 + j % 2] = vr[d].x;
         } else {
           float *kt = w.kt + t * per, *v = w.v + t * per;
-          for (int d = 0; d < D; d++) kt[d * SP + j] = widen1(kr[d]);
+          for (int d = 0; d < D; d++) kt[d * SP + j] = to_float(kr[d]);
 #pragma omp simd
-          for (int d = 0; d < D; d++) v[j * D + d] = widen1(vr[d]);
+          for (int d = 0; d < D; d++) v[j * D + d] = to_float(vr[d]);
         }
       }
     }
@@ -183,7 +178,7 @@ void key_spans(const T* mp, const Shape& s, std::vector<int32_t>& lo, std::vecto
 template <typename T>
 inline void mask_scores(float* sc, const T* m, int a, int e, int n) {
   alignas(64) float mv[KT];
-  for (int j = 0; j < n; j++) mv[j] = widen1(m[j]);  // no read past the mask's row
+  for (int j = 0; j < n; j++) mv[j] = to_float(m[j]);  // no read past the mask's row
   for (int j = n; j < KT; j++) mv[j] = HIDDEN;
 #pragma omp simd
   for (int j = 0; j < KT; j++) {
@@ -223,7 +218,7 @@ void attend_tile(const T* qp, const Widened& w, const T* mp, const int32_t* span
         for (int d = 0; d < D; d += 2)
           q2[(h * QT + r) * (D / 2) + d / 2] = src[d].x | uint32_t(src[d + 1].x) << 16;
       } else {
-        for (int d = 0; d < D; d++) q[(h * QT + r) * D + d] = widen1(src[d]) * scale;
+        for (int d = 0; d < D; d++) q[(h * QT + r) * D + d] = to_float(src[d]) * scale;
       }
     }
   const int64_t SP = w.SP, t = b * s.KVH + kvh;
