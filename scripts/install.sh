@@ -35,5 +35,5 @@ pip install -e ".$extra"
 # the engine's CPU decode attention kernel, compiled for this CPU now rather than on the first
 # engine start (~30 s, once); without a C++ compiler the engine serves with torch's SDPA
 .venv/bin/python -m engine.backends.cpu_kernels ||
-  echo "install: the CPU decode attention kernel did not build (no C++ compiler?): SDPA serves"
+  echo "install: the CPU kernels did not build (no C++ compiler?): torch's operators serve"
 echo "install: done (.venv)"
