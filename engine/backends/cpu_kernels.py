@@ -33,7 +33,7 @@ def kernels_enabled() -> bool:
     return os.environ.get("SERVEGATE_KERNELS", "1") != "0"
 
 
-STALE_LOCK_S = 300  # a build takes ~40 s: an older lock was left by a killed build
+STALE_LOCK_S = 300  # a build takes ~30-60 s: an older lock was left by a killed build
 
 
 def _build_name(torch_version: str) -> str:
