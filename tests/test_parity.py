@@ -210,6 +210,14 @@ def test_smollm2_torch_and_mlx_agree_on_greedy_tokens():
     assert close(t_logits, m_logits, SMOLLM2_REL_TOL)
 
 
+def test_a_float16_model_on_cpu_prefills_on_sdpa():
+    """The prefill kernel takes float32 and bfloat16: a float16 model keeps SDPA, and serves."""
+    be = TorchBackend(load_model("tiny"), dtype="float16")
+    assert be.prefill_path == "torch"
+    single, _ = run_single(be, prompts((20,), seed=9)[0], 3)
+    assert len(single) == 4
+
+
 @pytest.mark.parametrize("kernels", [True, False], ids=["kernel", "sdpa"])
 def test_decode_over_a_slot_window_with_holes_and_out_of_order_rows(kernels):
     """The pool's one-call decode attention: rows in any order, a freed slot inside the window,

@@ -102,7 +102,8 @@ class TorchBackend(Backend):
         self.model.init_rope(self._device)
         self.model.eval()
         kernel = decode_attention() if kernels and cpu else None
-        prefill_kernel = prefill_attention() if kernels and cpu else None
+        ours = self._dtype in (torch.float32, torch.bfloat16)  # the prefill kernel's dtypes
+        prefill_kernel = prefill_attention() if kernels and cpu and ours else None
         for layer in self.model.model.layers:
             layer.self_attn.kernel = kernel
             layer.self_attn.prefill_kernel = prefill_kernel
