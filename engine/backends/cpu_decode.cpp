@@ -16,7 +16,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "cpu_float.h"
+#include "cpu_common.h"
 #ifdef __AVX512BF16__
 #include <immintrin.h>
 #endif
@@ -31,13 +31,6 @@ torch::Tensor q4_matvec(torch::Tensor x, torch::Tensor codes, torch::Tensor d,
 namespace {
 
 constexpr int MAX_GROUP = 16;
-
-
-template <typename T, int D>
-inline void widen(const T* src, float* dst) {  // one K or V row to float32
-#pragma omp simd
-  for (int d = 0; d < D; d++) dst[d] = to_float(src[d]);
-}
 
 #ifdef __AVX512BF16__
 // The scores of one query head against n bfloat16 keys (rows of D, contiguous), 16 keys at a
@@ -151,19 +144,12 @@ template <typename T>
 void dispatch_d(int64_t D, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                 const torch::Tensor& lens, const int64_t* slots, torch::Tensor& out,
                 double scale) {
-  auto run = [&](auto d) {
+  with_head_dim(D, "decode_attention", [&](auto d) {
     attend<T, decltype(d)::value>(q.data_ptr<float>(), k.data_ptr<T>(), v.data_ptr<T>(),
                                   lens.data_ptr<int64_t>(), slots, out.data_ptr<float>(),
                                   q.size(0), q.size(1), k.size(1), k.stride(0), k.stride(1),
                                   v.stride(0), v.stride(1), scale);
-  };
-  switch (D) {  // cpu_kernels.HEAD_DIMS
-    case 16: return run(std::integral_constant<int, 16>{});
-    case 32: return run(std::integral_constant<int, 32>{});
-    case 64: return run(std::integral_constant<int, 64>{});
-    case 128: return run(std::integral_constant<int, 128>{});
-    default: TORCH_CHECK(false, "decode_attention: head size ", D, " is not built");
-  }
+  });
 }
 
 // attend() for the pool's dtype and the head size

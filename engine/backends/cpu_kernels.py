@@ -21,7 +21,7 @@ from engine.backends.cpu_features import cpu_flags
 
 log = logging.getLogger("engine")
 SOURCES = [Path(__file__).with_name(n) for n in ("cpu_decode.cpp", "cpu_prefill.cpp", "cpu_q4.cpp")]
-HEADERS = [Path(__file__).with_name(n) for n in ("cpu_float.h", "cpu_prefill_tiles.h")]  # copied
+HEADERS = [Path(__file__).with_name(n) for n in ("cpu_common.h", "cpu_prefill_tiles.h")]  # copied
 HEAD_DIMS = (16, 32, 64, 128)  # the head sizes the kernels are built for
 # -fopenmp: at::parallel_for is a header template that runs serially without it (its OpenMP
 # calls bind to torch's own libgomp). Apple's clang has no OpenMP runtime: SIMD only there.

@@ -76,7 +76,7 @@ void attend_tile(const T* qp, const Widened& w, const T* mp, const int32_t* span
     if (r < R) tlo = std::min(tlo, lo[r]), thi = std::max(thi, hi[r]);
   }
   std::vector<float> buf(2 * rows * D + 2 * rows + 16);
-  float* q = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~63);
+  float* q = align64(buf.data());
   float *o = q + rows * D, *mx = o + rows * D, *sum = mx + rows;
   std::fill(q, q + 2 * rows * D, 0.f);
   std::fill(mx, mx + rows, HIDDEN);
@@ -155,8 +155,9 @@ void attend_tile(const T* qp, const Widened& w, const T* mp, const int32_t* span
         accumulate16<D, RB>(oacc, sc, w.v2 + t * D * SP, k0, n);
       else
 #endif
+      {
+        const float* vb = w.v + t * D * SP;
         for (int64_t j = 0; j < n; j++) {
-          const float* vb = w.v + t * D * SP;
           vf vj[DV];
           for (int c = 0; c < DV; c++) vj[c] = lanes(vb + (k0 + j) * D + c * V);
           for (int rr = 0; rr < RB; rr++) {
@@ -164,6 +165,7 @@ void attend_tile(const T* qp, const Widened& w, const T* mp, const int32_t* span
             for (int c = 0; c < DV; c++) oacc[rr][c] += pj * vj[c];
           }
         }
+      }
       for (int rr = 0; rr < RB; rr++)
         for (int c = 0; c < DV; c++) lanes(&o[(r0 + rr) * D + c * V]) = oacc[rr][c];
     }
@@ -204,13 +206,8 @@ void run(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
 template <typename T>
 void dispatch(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
               const torch::Tensor& mask, torch::Tensor& out, const Shape& s, float scale) {
-  switch (q.size(3)) {  // cpu_kernels.HEAD_DIMS
-    case 16: return run<T, 16>(q, k, v, mask, out, s, scale);
-    case 32: return run<T, 32>(q, k, v, mask, out, s, scale);
-    case 64: return run<T, 64>(q, k, v, mask, out, s, scale);
-    case 128: return run<T, 128>(q, k, v, mask, out, s, scale);
-    default: TORCH_CHECK(false, "prefill_attention: head size ", q.size(3), " is not built");
-  }
+  with_head_dim(q.size(3), "prefill_attention",
+                [&](auto d) { run<T, decltype(d)::value>(q, k, v, mask, out, s, scale); });
 }
 
 }  // namespace

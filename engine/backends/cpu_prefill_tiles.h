@@ -7,7 +7,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "cpu_float.h"
+#include "cpu_common.h"
 #ifdef __AVX512BF16__
 #include <immintrin.h>
 #endif
@@ -87,8 +87,7 @@ void widen_kv(const T* kp, const T* vp, const Shape& s, Widened& w) {
         } else {
           float *kt = w.kt + t * per, *v = w.v + t * per;
           for (int d = 0; d < D; d++) kt[d * SP + j] = to_float(kr[d]);
-#pragma omp simd
-          for (int d = 0; d < D; d++) v[j * D + d] = to_float(vr[d]);
+          widen<T, D>(vr, v + j * D);
         }
       }
     }

@@ -108,11 +108,11 @@ class TorchBackend(Backend):
             layer.self_attn.kernel = kernel
             layer.self_attn.prefill_kernel = prefill_kernel
         if kernels and cpu and self._dtype == torch.bfloat16:  # bf16 and int4 models
-            norms = [m for m in self.model.modules() if isinstance(m, RMSNorm)]
-            for norm in norms:
-                norm.kernel = rms_norm()
+            norm_kernel, swiglu_kernel = rms_norm(), swiglu()
+            for norm in (m for m in self.model.modules() if isinstance(m, RMSNorm)):
+                norm.kernel = norm_kernel
             for layer in self.model.model.layers:
-                layer.mlp.swiglu = swiglu()
+                layer.mlp.swiglu = swiglu_kernel
         self._fused = None
         if fused and kernel is not None and self.dtype == INT4 and FusedDecode.fits(self.model):
             self._fused = FusedDecode(self.model, decode_layer())
