@@ -58,13 +58,15 @@ def int4_mm(x: torch.Tensor, packed: tuple, matvec=None) -> torch.Tensor:
 
 
 def pack_q4(w: Q4Weight) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The layout of cpu_q4.cpp's q4_matvec: codes [N/16, K/32, 16, 16], a byte holding one
-    output's codes for dims 2p and 2p+1 of a group (16 outputs side by side), and d and m
-    [N/16, K/32, 16] in float16 (Q4_1's own precision: exact, not rounded to bfloat16)."""
+    """The layout of cpu_q4.cpp's q4_matvec: codes [N/16, K/32, 4, 32] 16-bit words, word 2l+e
+    of vector t holding output l's codes for dims 8t+2s+e of a group in nibble s (16 outputs
+    side by side), and d and m [N/16, K/32, 16] in float16 (Q4_1's own precision: exact, not
+    rounded to bfloat16)."""
     N, K = w.q.shape
-    q = w.q.astype(np.uint8).reshape(N // 16, 16, K // GROUP, GROUP // 2, 2)
-    q = q.transpose(0, 2, 3, 1, 4)  # [block, group, pair, lane, 2]
-    codes = np.ascontiguousarray(q[..., 0] | (q[..., 1] << 4))
+    q = w.q.astype(np.uint16).reshape(N // 16, 16, K // GROUP, 4, 4, 2)  # [b, l, g, t, s, e]
+    q = q.transpose(0, 2, 3, 1, 5, 4)  # [block, group, t, lane, e, s]
+    words = q[..., 0] | q[..., 1] << 4 | q[..., 2] << 8 | q[..., 3] << 12
+    codes = np.ascontiguousarray(words.reshape(N // 16, K // GROUP, 4, 32)).view(np.int16)
 
     def per_group(a: np.ndarray) -> torch.Tensor:
         a = a.astype(np.float16).reshape(N // 16, 16, K // GROUP).transpose(0, 2, 1)
