@@ -196,3 +196,31 @@ def test_q4_matvec_matches_the_dequantized_matrix():
             assert ((got.double() - want).abs() <= want.abs() * 2**-8 + 1e-5).all()
     with pytest.raises(RuntimeError, match="do not fit"):  # w is 48 x 64
         matvec(torch.zeros(1, 128, dtype=torch.bfloat16), *pack_q4(w))
+
+
+@pytest.mark.skipif(cpu_kernels.q4_weight_t() is None, reason="no AVX512-BF16: torch's int4 serves")
+def test_q4_weight_t_rebuilds_the_bfloat16_copy_bit_for_bit_and_none_is_kept():
+    """Prefill's GEMM on W^T rebuilt per forward sees exactly the weights the bfloat16 copy
+    held (Q4Weight.dequantize, then torch's rounding), and an Int4Linear on our kernel keeps
+    no such copy; past DENSE_ROWS rows its forward is the copy's GEMM."""
+    import numpy as np
+
+    from engine.backends.torch_int4 import DENSE_ROWS, Int4Linear, pack_q4
+    from engine.model.q4 import Q4Weight
+
+    rng = np.random.default_rng(1)
+    weight_t = cpu_kernels.q4_weight_t()
+    for N, K in [(96, 576), (32, 1536), (48, 64)]:
+        d = (rng.random((N, K // 32)) * 0.01).astype(np.float16).astype(np.float32)
+        m = (-rng.random((N, K // 32)) * 0.08).astype(np.float16).astype(np.float32)
+        w = Q4Weight(rng.integers(0, 16, (N, K)).astype(np.uint8), d, m)
+        copy = torch.from_numpy(w.dequantize()).to(torch.bfloat16)
+        out = torch.empty(K, N, dtype=torch.bfloat16)
+        weight_t(*pack_q4(w), out)
+        assert torch.equal(out.t(), copy)
+        linear = Int4Linear(w, matvec=cpu_kernels.q4_matvec(), weight_t=weight_t)
+        assert linear.dense is None
+        x = torch.randn(2, DENSE_ROWS, K).to(torch.bfloat16)  # 32 rows: the GEMM
+        assert torch.equal(linear(x), torch.nn.functional.linear(x, copy))
+    with pytest.raises(RuntimeError, match="not \\[K, N\\]"):
+        weight_t(*pack_q4(w), torch.empty(N, K, dtype=torch.bfloat16))

@@ -26,6 +26,7 @@ torch::Tensor prefill_attention(torch::Tensor q, torch::Tensor k, torch::Tensor 
 #ifdef __AVX512BF16__
 torch::Tensor q4_matvec(torch::Tensor x, torch::Tensor codes, torch::Tensor d,
                         torch::Tensor m);  // cpu_q4.cpp
+void q4_weight_t(torch::Tensor codes, torch::Tensor d, torch::Tensor m, torch::Tensor out);
 #endif
 
 namespace {
@@ -233,15 +234,22 @@ torch::Tensor swiglu(torch::Tensor gu) {
 
 namespace {
 
-// torch_int4.Int4Linear: an int4 kernel ({codes, d, m, dense}: ours; {packed,
-// scales_and_zeros, dense}: torch's), or the bfloat16 copy past dense_rows rows.
+// torch_int4.Int4Linear. Ours, {codes [N/16, K/32, 4, 32], d, m}: q4_matvec, or past dense_rows
+// rows a GEMM on W^T rebuilt by q4_weight_t. torch's, {packed [N, K/2], scales_and_zeros,
+// dense}: its int4 kernel, or the bfloat16 copy.
 torch::Tensor project(const torch::Tensor& x, const std::vector<torch::Tensor>& p,
                       int64_t dense_rows) {
-  if (x.size(0) > dense_rows) return at::linear(x, p.back());
 #ifdef __AVX512BF16__
-  if (p.size() == 4) return q4_matvec(x, p[0], p[1], p[2]);
+  if (p.size() == 3 && p[0].dim() == 4) {
+    if (x.size(0) <= dense_rows) return q4_matvec(x, p[0], p[1], p[2]);
+    auto wt = torch::empty({p[0].size(1) * 32, p[0].size(0) * 16}, x.options());
+    q4_weight_t(p[0], p[1], p[2], wt);
+    return at::matmul(x, wt);
+  }
 #endif
-  TORCH_CHECK(p.size() == 3, "decode_layer: a projection is {packed, scales_and_zeros, dense}");
+  TORCH_CHECK(p.size() == 3 && p[0].dim() == 2,
+              "decode_layer: a projection is {packed, scales_and_zeros, dense}");
+  if (x.size(0) > dense_rows) return at::linear(x, p.back());
   return at::_weight_int4pack_mm_for_cpu(x, p[0], 32, p[1]);
 }
 
@@ -327,5 +335,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("swiglu", &swiglu, pybind11::call_guard<pybind11::gil_scoped_release>());
 #ifdef __AVX512BF16__
   m.def("q4_matvec", &q4_matvec, pybind11::call_guard<pybind11::gil_scoped_release>());
+  m.def("q4_weight_t", &q4_weight_t, pybind11::call_guard<pybind11::gil_scoped_release>());
 #endif
 }

@@ -116,6 +116,13 @@ def q4_matvec():
     return getattr(m, "q4_matvec", None)
 
 
+def q4_weight_t():
+    """`q4_weight_t(codes, d, m, out)`: W^T [K, N] in bfloat16 into `out` from a matrix packed
+    by torch_int4.pack_q4, or None (where q4_matvec is None)."""
+    m = _module()
+    return getattr(m, "q4_weight_t", None)
+
+
 def decode_layer():
     """`decode_layer(h, norms, projections, pool, rows, rope, ...)`: one int4 Llama block's
     decode step, or None."""

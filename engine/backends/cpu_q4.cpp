@@ -104,4 +104,43 @@ torch::Tensor q4_matvec(torch::Tensor x, torch::Tensor codes, torch::Tensor d, t
   });
   return out;
 }
+
+// W^T [K, N] in bfloat16 from a matrix packed for q4_matvec, into `out` (a reused buffer: a
+// prefill's GEMM then reads each matrix from cache, and no bfloat16 copy is kept). w = d*q + m
+// rounded where Q4Weight.dequantize (float32 numpy) and torch's cast to bfloat16 round.
+void q4_weight_t(torch::Tensor codes, torch::Tensor d, torch::Tensor m, torch::Tensor out) {
+  TORCH_CHECK(codes.scalar_type() == torch::kInt16 && codes.dim() == 4 && codes.is_contiguous());
+  TORCH_CHECK(d.scalar_type() == torch::kHalf && m.scalar_type() == torch::kHalf);
+  TORCH_CHECK(d.is_contiguous() && m.is_contiguous() && d.sizes() == m.sizes());
+  const int64_t NB = codes.size(0), G = codes.size(1), N = NB * 16, K = G * 32;
+  TORCH_CHECK(out.scalar_type() == torch::kBFloat16 && out.is_contiguous());
+  TORCH_CHECK(out.dim() == 2 && out.size(0) == K && out.size(1) == N, "q4_weight_t: out is not [K, N]");
+  const auto* cp = reinterpret_cast<const uint16_t*>(codes.data_ptr<int16_t>());
+  const at::Half *dp = d.data_ptr<at::Half>(), *mp = m.data_ptr<at::Half>();
+  BF* op = out.data_ptr<BF>();
+  constexpr int RNE = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  at::parallel_for(0, NB, 4, [&](int64_t begin, int64_t end) {
+    const __m512i low = _mm512_set1_epi32(0xF);
+    for (int64_t nb = begin; nb < end; nb++)
+      for (int64_t g = 0; g < G; g++) {
+        const uint16_t* cb = cp + (nb * G + g) * 128;
+        const __m512 dv = load16(dp + (nb * G + g) * 16), mv = load16(mp + (nb * G + g) * 16);
+        for (int t = 0; t < 4; t++) {
+          const __m512i v = _mm512_loadu_si512(cb + t * 32);
+          for (int s = 0; s < 4; s++) {  // a dword per lane: dim 2p (low word), 2p+1 (high)
+            const __m512i q = s == 0 ? v : _mm512_srli_epi16(v, 4 * s);
+            const __m512i qe[2] = {_mm512_and_si512(q, low),
+                                   _mm512_and_si512(_mm512_srli_epi32(q, 16), low)};
+            for (int e = 0; e < 2; e++) {
+              const __m512 w = _mm512_add_round_ps(
+                  _mm512_mul_round_ps(_mm512_cvtepi32_ps(qe[e]), dv, RNE), mv, RNE);
+              const int64_t k = g * 32 + 8 * t + 2 * s + e;
+              _mm256_storeu_si256((__m256i*)(op + k * N + nb * 16),
+                                  (__m256i)_mm512_cvtneps_pbh(w));
+            }
+          }
+        }
+      }
+  });
+}
 #endif

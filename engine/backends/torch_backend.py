@@ -11,6 +11,7 @@ from engine.backends.cpu_kernels import (
     decode_layer,
     prefill_attention,
     q4_matvec,
+    q4_weight_t,
     rms_norm,
     swiglu,
 )
@@ -77,6 +78,7 @@ class TorchBackend(Backend):
             self.model = Model(loaded.args)
         cpu = self._device.type == "cpu" and loaded.args.head_dim in HEAD_DIMS
         matvec = q4_matvec() if kernels and cpu else None
+        weight_t = q4_weight_t() if matvec else None
         state = {}
         for target, names in fuse_names(loaded.weights).items():
             if self.dtype == INT4 and all(n in loaded.q4 for n in names):
@@ -84,7 +86,11 @@ class TorchBackend(Backend):
                 module = self.model.get_submodule(target.removesuffix(".weight"))
                 parent, _, attr = target.removesuffix(".weight").rpartition(".")
                 assert module.weight.shape == w.q.shape, target
-                setattr(self.model.get_submodule(parent), attr, Int4Linear(w, self._dtype, matvec))
+                setattr(
+                    self.model.get_submodule(parent),
+                    attr,
+                    Int4Linear(w, self._dtype, matvec, weight_t),
+                )
                 continue
             parts = [loaded.weights[n] for n in names]  # each read dequantizes a quantized one
             w = parts[0] if len(parts) == 1 else np.concatenate(parts)

@@ -15,8 +15,9 @@ from engine.backends.torch_llama import Model
 
 
 def _projection(linear: Int4Linear) -> list[torch.Tensor]:
-    """{codes, d, m, dense} on our int4 kernel, {packed, scales_and_zeros, dense} on torch's."""
-    return [*linear.packed, linear.dense]
+    """{codes, d, m} on our int4 kernel (codes 4-d), {packed, scales_and_zeros, dense} on
+    torch's."""
+    return [*linear.packed] if linear.dense is None else [*linear.packed, linear.dense]
 
 
 class FusedDecode:

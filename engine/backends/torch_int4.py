@@ -4,7 +4,8 @@ Q4_1 stores w = d*q + m per 32 weights; the kernels compute w = (q - 8)*scale + 
 so scale = d and zero = m + 8d. The kernels take activations, scales and zeros in bfloat16
 (their float32 path is a slow reference loop), so d and m are rounded to bfloat16. The int4
 kernel is a fast matrix-vector product but a slow GEMM, so forwards of more than DENSE_ROWS
-rows (prefill) use a bfloat16 copy of the same dequantized weights instead.
+rows (prefill) run a bfloat16 GEMM on the same dequantized weights: rebuilt for each forward
+where our kernels are built, else a bfloat16 copy.
 
 Int4PairLinear runs a Q8_0 matrix (SmolLM2's tied embedding, i.e. the logits) on the same
 kernels: each code is 16*hi + lo with hi in -8..7 and lo in 0..15, two int4 matrices with the
@@ -76,10 +77,14 @@ def pack_q4(w: Q4Weight) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 
 
 class Int4Linear(nn.Module):
-    """A Q4_1 matrix for decode's few rows: on our kernel (`matvec`, cpu_kernels.q4_matvec)
-    where it is built, else on torch's; a bfloat16 copy for more rows."""
+    """A Q4_1 matrix. Decode's few rows run on our kernel (`matvec`, cpu_kernels.q4_matvec)
+    where it is built, else on torch's. More rows (prefill) run a bfloat16 GEMM: with our
+    kernel on W^T rebuilt for each forward (`weight_t`, cpu_kernels.q4_weight_t: no bfloat16
+    copy is kept, and the GEMM reads it from cache), with torch's on a bfloat16 copy."""
 
-    def __init__(self, w: Q4Weight, dtype: torch.dtype = torch.bfloat16, matvec=None):
+    def __init__(
+        self, w: Q4Weight, dtype: torch.dtype = torch.bfloat16, matvec=None, weight_t=None
+    ):
         super().__init__()
         self.out_features, self.in_features = w.q.shape
         self.matvec = matvec if self.out_features % 16 == 0 else None
@@ -87,13 +92,22 @@ class Int4Linear(nn.Module):
             self.packed = pack_q4(w)
         else:
             self.packed = pack_int4(w.q, w.d, w.m + 8 * w.d, dtype)
-        self.dense = torch.from_numpy(w.dequantize()).to(dtype)
+        self.weight_t = weight_t if self.matvec is not None else None
+        self.dense = None if self.weight_t else torch.from_numpy(w.dequantize()).to(dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.numel() > DENSE_ROWS * self.in_features:
+            if self.dense is None:
+                return torch.matmul(x, self.dequantized_t())
             return F.linear(x, self.dense)
         y = int4_mm(x.reshape(-1, self.in_features), self.packed, self.matvec)
         return y.view(*x.shape[:-1], self.out_features)
+
+    def dequantized_t(self) -> torch.Tensor:
+        """W^T [in, out] in bfloat16, as Q4Weight.dequantize rounds it."""
+        out = torch.empty(self.in_features, self.out_features, dtype=torch.bfloat16)
+        self.weight_t(*self.packed, out)
+        return out
 
 
 class Int4PairLinear(nn.Module):
