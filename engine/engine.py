@@ -43,12 +43,13 @@ class Engine:
         self.scheduler = Scheduler(self.backend, self.tokenizer, c, self.metrics, self.kv_budget)
         self.ready = True
         log.info(
-            "engine: %s on %s/%s/%s (decode: %s, prefill: %s) loaded in %.1fs; config %s; "
-            "kv budget %s",
+            "engine: %s on %s/%s/%s (activations: %s, decode: %s, prefill: %s) loaded in %.1fs; "
+            "config %s; kv budget %s",
             self.model_name,
             self.backend.name,
             self.backend.device,
             self.backend.dtype,
+            self.backend.activations,
             self.backend.decode_path,
             self.backend.prefill_path,
             time.perf_counter() - t0,
@@ -69,6 +70,7 @@ class Engine:
             "backend": self.backend.name,
             "device": self.backend.device,
             "dtype": self.backend.dtype,
+            "activations": self.backend.activations,
             "decode_path": self.backend.decode_path,
             "prefill_path": self.backend.prefill_path,
             "ctx_size": self.ctx_size,

@@ -224,3 +224,37 @@ def test_q4_weight_t_rebuilds_the_bfloat16_copy_bit_for_bit_and_none_is_kept():
         assert torch.equal(linear(x), torch.nn.functional.linear(x, copy))
     with pytest.raises(RuntimeError, match="not \\[K, N\\]"):
         weight_t(*pack_q4(w), torch.empty(N, K, dtype=torch.bfloat16))
+
+
+@pytest.mark.skipif(cpu_kernels.q4_matvec_f32() is None, reason="no AVX2+FMA build")
+def test_the_float32_int4_kernels_match_the_dequantized_matrix():
+    """cpu_q4_f32.cpp (CPUs without native bf16): the product within float32 rounding of a
+    float64 one for every row count (rows go in pairs), and W^T bit for bit as
+    Q4Weight.dequantize rounds it; an Int4Linear on them keeps no dense copy."""
+    import numpy as np
+
+    from engine.backends.torch_int4 import DENSE_ROWS, Int4Linear, pack_q4
+    from engine.model.q4 import Q4Weight
+
+    rng = np.random.default_rng(2)
+    matvec, weight_t = cpu_kernels.q4_matvec_f32(), cpu_kernels.q4_weight_t_f32()
+    for N, K in [(96, 576), (32, 1536), (48, 64)]:
+        d = (rng.random((N, K // 32)) * 0.01).astype(np.float16).astype(np.float32)
+        m = (-rng.random((N, K // 32)) * 0.08).astype(np.float16).astype(np.float32)
+        w = Q4Weight(rng.integers(0, 16, (N, K)).astype(np.uint8), d, m)
+        dense = torch.from_numpy(w.dequantize())
+        for M in range(1, 6):
+            x = torch.randn(M, K)
+            got, want = matvec(x, *pack_q4(w)).double(), x.double() @ dense.double().T
+            assert got.shape == (M, N)
+            assert (got - want).abs().max() <= 1e-5 * want.abs().max()
+        out = torch.empty(K, N)
+        weight_t(*pack_q4(w), out)
+        assert torch.equal(out.t(), dense)
+        linear = Int4Linear(w, torch.float32, matvec, weight_t)
+        assert linear.dense is None
+        x = torch.randn(2, DENSE_ROWS, K)
+        assert torch.equal(linear(x), torch.nn.functional.linear(x, dense))
+        assert (linear(x[:1, :3]) - x[:1, :3] @ dense.T).abs().max() <= 1e-5 * 64
+    with pytest.raises(RuntimeError, match="do not fit"):
+        matvec(torch.zeros(1, 128), *pack_q4(w))

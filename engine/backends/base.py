@@ -22,6 +22,7 @@ class Backend(ABC):
     name: str
     device: str
     dtype: str
+    activations: str  # what the forward computes in: dtype, except int4 (bfloat16 or float32)
     # a decode step: "torch" (or "mlx") ops, "kernel" (torch ops, our attention kernel), or
     # "fused" (each block one C++ call)
     decode_path = "torch"

@@ -28,6 +28,11 @@ torch::Tensor q4_matvec(torch::Tensor x, torch::Tensor codes, torch::Tensor d,
                         torch::Tensor m);  // cpu_q4.cpp
 void q4_weight_t(torch::Tensor codes, torch::Tensor d, torch::Tensor m, torch::Tensor out);
 #endif
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+torch::Tensor q4_matvec_f32(torch::Tensor x, torch::Tensor codes, torch::Tensor d,
+                            torch::Tensor m);  // cpu_q4_f32.cpp
+void q4_weight_t_f32(torch::Tensor codes, torch::Tensor d, torch::Tensor m, torch::Tensor out);
+#endif
 
 namespace {
 
@@ -336,5 +341,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
 #ifdef __AVX512BF16__
   m.def("q4_matvec", &q4_matvec, pybind11::call_guard<pybind11::gil_scoped_release>());
   m.def("q4_weight_t", &q4_weight_t, pybind11::call_guard<pybind11::gil_scoped_release>());
+#endif
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+  m.def("q4_matvec_f32", &q4_matvec_f32, pybind11::call_guard<pybind11::gil_scoped_release>());
+  m.def("q4_weight_t_f32", &q4_weight_t_f32,
+        pybind11::call_guard<pybind11::gil_scoped_release>());
 #endif
 }

@@ -1,5 +1,5 @@
-"""The engine's own CPU kernels (cpu_decode.cpp, cpu_prefill.cpp, cpu_q4.cpp), compiled on first
-use for this CPU.
+"""The engine's own CPU kernels (cpu_decode.cpp, cpu_prefill.cpp, cpu_q4.cpp, cpu_q4_f32.cpp),
+compiled on first use for this CPU.
 
 torch's cpp_extension builds them with -march=native into its extensions folder
 ($TORCH_EXTENSIONS_DIR, else ~/.cache/torch_extensions), once per source, flags, CPU, torch and
@@ -20,7 +20,10 @@ from pathlib import Path
 from engine.backends.cpu_features import cpu_flags
 
 log = logging.getLogger("engine")
-SOURCES = [Path(__file__).with_name(n) for n in ("cpu_decode.cpp", "cpu_prefill.cpp", "cpu_q4.cpp")]
+SOURCES = [
+    Path(__file__).with_name(n)
+    for n in ("cpu_decode.cpp", "cpu_prefill.cpp", "cpu_q4.cpp", "cpu_q4_f32.cpp")
+]
 HEADERS = [Path(__file__).with_name(n) for n in ("cpu_common.h", "cpu_prefill_tiles.h")]  # copied
 HEAD_DIMS = (16, 32, 64, 128)  # the head sizes the kernels are built for
 # -fopenmp: at::parallel_for is a header template that runs serially without it (its OpenMP
@@ -121,6 +124,19 @@ def q4_weight_t():
     by torch_int4.pack_q4, or None (where q4_matvec is None)."""
     m = _module()
     return getattr(m, "q4_weight_t", None)
+
+
+def q4_matvec_f32():
+    """`q4_matvec_f32(x, codes, d, m)`: a few float32 rows times a Q4_1 matrix packed by
+    torch_int4.pack_q4 (float32 out), or None (not built: the CPU lacks AVX2 and FMA)."""
+    m = _module()
+    return getattr(m, "q4_matvec_f32", None)
+
+
+def q4_weight_t_f32():
+    """`q4_weight_t_f32(codes, d, m, out)`: W^T [K, N] in float32 into `out`, or None."""
+    m = _module()
+    return getattr(m, "q4_weight_t_f32", None)
 
 
 def decode_layer():

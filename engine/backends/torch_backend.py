@@ -11,7 +11,9 @@ from engine.backends.cpu_kernels import (
     decode_layer,
     prefill_attention,
     q4_matvec,
+    q4_matvec_f32,
     q4_weight_t,
+    q4_weight_t_f32,
     rms_norm,
     swiglu,
 )
@@ -27,7 +29,7 @@ from engine.backends.torch_llama import Model, RMSNorm, Step, fuse_names
 from engine.model.load import LoadedModel
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-INT4 = "int4"  # Q4_1 matrices on the int4 kernels, everything else in bfloat16
+INT4 = "int4"  # Q4_1 matrices on int4 kernels; the rest in bfloat16 (float32 without native bf16)
 
 
 def resolve_device(device: str) -> torch.device:
@@ -38,11 +40,12 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
-def resolve_dtype(dtype: str, device: torch.device, has_q4: bool) -> str:
+def resolve_dtype(dtype: str, device: torch.device, has_q4: bool, int4_f32: bool = False) -> str:
     """A DTYPES name or INT4. auto: CUDA bfloat16; a CPU with native bf16 dot products
-    (avx512_bf16 or AMX) int4 when the model ships Q4_1 weights, else bfloat16; any other
-    CPU float32 (bf16 is emulated there, and slower)."""
-    int4_ok = device.type == "cpu" and has_q4 and int4_kernels_available()
+    (avx512_bf16 or AMX) int4 when the model ships Q4_1 weights, else bfloat16; any other CPU
+    (bf16 is emulated there, and slower) int4 with float32 activations where our float32 int4
+    kernels are built (`int4_f32`: AVX2 and FMA), else float32."""
+    int4_ok = device.type == "cpu" and has_q4 and (int4_kernels_available() or int4_f32)
     if dtype == INT4:
         if not int4_ok:
             raise ValueError("--dtype int4 needs a CPU device and a model with Q4_1 weights")
@@ -55,7 +58,7 @@ def resolve_dtype(dtype: str, device: torch.device, has_q4: bool) -> str:
         return "bfloat16"
     if cpu_has_native_bf16():
         return INT4 if int4_ok else "bfloat16"
-    return "float32"
+    return INT4 if int4_ok and int4_f32 else "float32"
 
 
 class TorchBackend(Backend):
@@ -71,14 +74,24 @@ class TorchBackend(Backend):
     ):
         super().__init__(loaded)
         self._device = resolve_device(device)
-        self.dtype = resolve_dtype(dtype, self._device, bool(loaded.q4))
-        self._dtype = torch.bfloat16 if self.dtype == INT4 else DTYPES[self.dtype]
+        cpu = self._device.type == "cpu" and loaded.args.head_dim in HEAD_DIMS
+        # int4 without native bf16: float32 activations on our AVX2 kernels, where built
+        f32 = kernels and cpu and not cpu_has_native_bf16() and q4_matvec_f32() is not None
+        self.dtype = resolve_dtype(dtype, self._device, bool(loaded.q4), int4_f32=f32)
+        if self.dtype == INT4:
+            self._dtype = torch.float32 if f32 else torch.bfloat16
+        else:
+            self._dtype = DTYPES[self.dtype]
+        self.activations = str(self._dtype).removeprefix("torch.")
         self.device = str(self._device)
         with torch.device("meta"):
             self.model = Model(loaded.args)
-        cpu = self._device.type == "cpu" and loaded.args.head_dim in HEAD_DIMS
-        matvec = q4_matvec() if kernels and cpu else None
-        weight_t = q4_weight_t() if matvec else None
+        if self._dtype == torch.float32:
+            matvec = q4_matvec_f32() if f32 else None
+            weight_t = q4_weight_t_f32() if f32 else None
+        else:
+            matvec = q4_matvec() if kernels and cpu else None
+            weight_t = q4_weight_t() if matvec else None
         state = {}
         for target, names in fuse_names(loaded.weights).items():
             if self.dtype == INT4 and all(n in loaded.q4 for n in names):

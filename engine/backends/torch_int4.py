@@ -1,11 +1,12 @@
-"""Int4Linear: Q4_1 weights on torch's CPU int4 kernels, the 4-bit codes kept bit for bit.
+"""Int4Linear: Q4_1 weights on int4 kernels, the 4-bit codes kept bit for bit.
 
-Q4_1 stores w = d*q + m per 32 weights; the kernels compute w = (q - 8)*scale + zero per group,
-so scale = d and zero = m + 8d. The kernels take activations, scales and zeros in bfloat16
-(their float32 path is a slow reference loop), so d and m are rounded to bfloat16. The int4
-kernel is a fast matrix-vector product but a slow GEMM, so forwards of more than DENSE_ROWS
-rows (prefill) run a bfloat16 GEMM on the same dequantized weights: rebuilt for each forward
-where our kernels are built, else a bfloat16 copy.
+Our kernels (cpu_q4.cpp for bfloat16 activations, cpu_q4_f32.cpp for float32 ones on CPUs
+without native bf16) read Q4_1's d and m as stored. Elsewhere torch's CPU int4 kernels serve:
+they compute w = (q - 8)*scale + zero per group, so scale = d and zero = m + 8d, and take
+activations, scales and zeros in bfloat16 (their float32 path is a slow reference loop), so d
+and m are rounded to bfloat16. An int4 kernel is a fast matrix-vector product but a slow GEMM,
+so forwards of more than DENSE_ROWS rows (prefill) run a dense GEMM on the same dequantized
+weights: rebuilt for each forward where our kernels are built, else a dense copy.
 
 Int4PairLinear runs a Q8_0 matrix (SmolLM2's tied embedding, i.e. the logits) on the same
 kernels: each code is 16*hi + lo with hi in -8..7 and lo in 0..15, two int4 matrices with the
@@ -77,26 +78,30 @@ def pack_q4(w: Q4Weight) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 
 
 class Int4Linear(nn.Module):
-    """A Q4_1 matrix. Decode's few rows run on our kernel (`matvec`, cpu_kernels.q4_matvec)
-    where it is built, else on torch's. More rows (prefill) run a bfloat16 GEMM: with our
-    kernel on W^T rebuilt for each forward (`weight_t`, cpu_kernels.q4_weight_t: no bfloat16
-    copy is kept, and the GEMM reads it from cache), with torch's on a bfloat16 copy."""
+    """A Q4_1 matrix. Decode's few rows run on our kernel (`matvec`: cpu_kernels.q4_matvec for
+    bfloat16 activations, q4_matvec_f32 for float32) where it is built, else on torch's
+    (bfloat16 only). More rows (prefill) run a GEMM in the activations' dtype: with our kernel
+    on W^T rebuilt for each forward (`weight_t`: no dense copy is kept, and the GEMM reads it
+    from cache), else on a dense copy."""
 
     def __init__(
         self, w: Q4Weight, dtype: torch.dtype = torch.bfloat16, matvec=None, weight_t=None
     ):
         super().__init__()
         self.out_features, self.in_features = w.q.shape
+        self.dtype = dtype
         self.matvec = matvec if self.out_features % 16 == 0 else None
         if self.matvec is not None:
             self.packed = pack_q4(w)
-        else:
+        elif dtype == torch.bfloat16:
             self.packed = pack_int4(w.q, w.d, w.m + 8 * w.d, dtype)
+        else:  # torch's int4 kernel takes bfloat16 only: the dense copy serves every forward
+            self.packed = None
         self.weight_t = weight_t if self.matvec is not None else None
         self.dense = None if self.weight_t else torch.from_numpy(w.dequantize()).to(dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.numel() > DENSE_ROWS * self.in_features:
+        if self.packed is None or x.numel() > DENSE_ROWS * self.in_features:
             if self.dense is None:
                 return torch.matmul(x, self.dequantized_t())
             return F.linear(x, self.dense)
@@ -104,8 +109,8 @@ class Int4Linear(nn.Module):
         return y.view(*x.shape[:-1], self.out_features)
 
     def dequantized_t(self) -> torch.Tensor:
-        """W^T [in, out] in bfloat16, as Q4Weight.dequantize rounds it."""
-        out = torch.empty(self.in_features, self.out_features, dtype=torch.bfloat16)
+        """W^T [in, out] in the activations' dtype, as Q4Weight.dequantize rounds it."""
+        out = torch.empty(self.in_features, self.out_features, dtype=self.dtype)
         self.weight_t(*self.packed, out)
         return out
 
