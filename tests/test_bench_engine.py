@@ -1,19 +1,22 @@
 """pytest-benchmark timings of the engine core on SmolLM2 (torch): a 512-token prefill, and one
 decode step at batch 1 and 4 after 512 tokens of context, for every dtype this CPU serves
-(int4 and bfloat16 only with native bf16 dot products). CI runs each once (benchmarks
-disabled); measure with `pytest tests/test_bench_engine.py --benchmark-enable`."""
+(bfloat16 only with native bf16 dot products; int4 there on bfloat16 activations, elsewhere
+on float32 ones where our AVX2 kernels built). CI runs each once (benchmarks disabled);
+measure with `pytest tests/test_bench_engine.py --benchmark-enable`."""
 
 import pytest
 from conftest import needs_smollm2
 
-from engine.backends import load_backend
+from engine.backends import cpu_kernels, load_backend
 from engine.backends.cpu_features import cpu_has_native_bf16
 from engine.memory import peak_rss_bytes, reset_peak_rss
 from engine.model.load import load_model
 
 pytestmark = [pytest.mark.slow, needs_smollm2]
 PROMPT = [(i * 7919) % 48000 + 100 for i in range(512)]
-DTYPES = ["float32", *(["bfloat16", "int4"] if cpu_has_native_bf16() else [])]
+NATIVE = cpu_has_native_bf16()
+INT4 = NATIVE or cpu_kernels.q4_matvec_f32() is not None
+DTYPES = ["float32", *(["bfloat16"] if NATIVE else []), *(["int4"] if INT4 else [])]
 
 
 @pytest.fixture(scope="module")
