@@ -287,9 +287,10 @@ def test_int4_logits_match_the_dequantized_float_path(kernels):
 @pytest.mark.skipif(cpu_kernels.q4_matvec_f32() is None, reason="no AVX2+FMA build")
 def test_without_native_bf16_auto_picks_int4_on_float32_activations(monkeypatch):
     """What an AVX2-only CPU gets (native bf16 hidden here): dtype auto is int4 with float32
-    activations on our AVX2 kernels (cpu_q4_f32.cpp), no dense copy kept, and logits within
-    float32 rounding of the float32 path on the same dequantized weights (measured 1e-6 on
-    SmolLM2); without our kernels, float32."""
+    activations on our AVX2 kernels (cpu_q4_f32.cpp), no dense copy kept, each block's decode
+    in one call (cpu_block.cpp in float32), and logits within float32 rounding of the float32
+    path on the same dequantized weights (measured 1e-6 on SmolLM2) and of the same blocks as
+    torch ops; without our kernels, float32."""
     import engine.backends.torch_backend as torch_backend
 
     monkeypatch.setattr(torch_backend, "cpu_has_native_bf16", lambda: False)
@@ -298,13 +299,16 @@ def test_without_native_bf16_auto_picks_int4_on_float32_activations(monkeypatch)
     assert int4.dtype == "int4" and int4.activations == "float32"
     linears = [m for m in int4.model.modules() if isinstance(m, Int4Linear)]
     assert len(linears) == 2 * 4 and all(m.dense is None for m in linears)
-    assert int4.decode_path == "kernel" and int4._kv_dtype == torch.float32
+    assert int4.decode_path == "fused" and int4._kv_dtype == torch.float32
     assert TorchBackend(loaded, kernels=False).dtype == "float32"
+    ops = TorchBackend(loaded, fused=False)  # the same blocks as torch ops
+    assert ops.decode_path == "kernel"
     dense = load_backend("torch", loaded, dtype="float32")
     batch = prompts(seed=11)
     got, want = run_batched(int4, batch, DECODE_STEPS), run_batched(dense, batch, DECODE_STEPS)
     assert close(want, got, rel_tol=1e-4)  # float32 sums in another order; a wrong m: tens of %
     assert (want.argmax(-1) == got.argmax(-1)).all()
+    assert close(run_batched(ops, batch, DECODE_STEPS), got, rel_tol=1e-4)
 
 
 @pytest.mark.skipif(not (int4_kernels_available() and COMPILER), reason="no int4 or C++ build")

@@ -5,10 +5,8 @@
 // CPU has it, exact products of q's bfloat16 values). One task per (row, KV head): its H/KVH
 // query heads share each K and V read. Two passes (scores, then softmax-weighted V) keep each
 // read once; SDPA's flash kernel read the same bytes at half the rate for one query.
-//
-// decode_layer: one whole Llama block for a decode step of an int4 model (torch_llama.py's
-// TransformerBlock, rounded to bfloat16 where torch rounds it), so the ~60 small torch ops
-// between its four matmuls cost no Python and no dispatch: they were half of a step.
+// The module's other functions live in cpu_prefill.cpp, cpu_q4.cpp, cpu_q4_f32.cpp and
+// cpu_block.cpp (the fused decode block, RMSNorm and SwiGLU).
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 #include <cmath>
@@ -21,18 +19,7 @@
 #include <immintrin.h>
 #endif
 
-torch::Tensor prefill_attention(torch::Tensor q, torch::Tensor k, torch::Tensor v,
-                                torch::Tensor mask, double scale);  // cpu_prefill.cpp
-#ifdef __AVX512BF16__
-torch::Tensor q4_matvec(torch::Tensor x, torch::Tensor codes, torch::Tensor d,
-                        torch::Tensor m);  // cpu_q4.cpp
-void q4_weight_t(torch::Tensor codes, torch::Tensor d, torch::Tensor m, torch::Tensor out);
-#endif
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-torch::Tensor q4_matvec_f32(torch::Tensor x, torch::Tensor codes, torch::Tensor d,
-                            torch::Tensor m);  // cpu_q4_f32.cpp
-void q4_weight_t_f32(torch::Tensor codes, torch::Tensor d, torch::Tensor m, torch::Tensor out);
-#endif
+#include "cpu_kernels.h"
 
 namespace {
 
@@ -192,141 +179,11 @@ torch::Tensor decode_attention(torch::Tensor q, torch::Tensor k, torch::Tensor v
   return out;
 }
 
-namespace {
-
-using BF = at::BFloat16;
-inline float rnd(float x) { return static_cast<float>(BF(x)); }  // torch's bf16 rounding
-
-}  // namespace
-
-// Hugging Face's RMSNorm in bfloat16 over the rows of h [N, D]: normalize in float32, round,
-// then scale (and round).
-torch::Tensor rms_norm(torch::Tensor h, torch::Tensor w, double eps) {
-  TORCH_CHECK(h.scalar_type() == torch::kBFloat16 && w.scalar_type() == torch::kBFloat16);
-  TORCH_CHECK(h.dim() == 2 && h.is_contiguous() && w.numel() == h.size(1));
-  const int64_t B = h.size(0), N = h.size(1);
-  auto out = torch::empty_like(h);
-  const BF *hp = h.data_ptr<BF>(), *wp = w.data_ptr<BF>();
-  BF* op = out.data_ptr<BF>();
-  at::parallel_for(0, B, 16, [&](int64_t begin, int64_t end) {
-    for (int64_t b = begin; b < end; b++) {
-      const BF* x = hp + b * N;
-      float ss = 0.f;
-      for (int64_t i = 0; i < N; i++) ss += float(x[i]) * float(x[i]);
-      const float r = 1.f / std::sqrt(ss / N + static_cast<float>(eps));
-      for (int64_t i = 0; i < N; i++) op[b * N + i] = BF(float(wp[i]) * rnd(float(x[i]) * r));
-    }
-  });
-  return out;
-}
-
-// F.silu(gate) * up in bfloat16 (each rounded) for gu [N, 2I] = [gate | up]; returns [N, I].
-torch::Tensor swiglu(torch::Tensor gu) {
-  TORCH_CHECK(gu.scalar_type() == torch::kBFloat16 && gu.dim() == 2 && gu.is_contiguous());
-  const int64_t B = gu.size(0), I = gu.size(1) / 2;
-  auto act = torch::empty({B, I}, gu.options());
-  const BF* gp = gu.data_ptr<BF>();
-  BF* ap = act.data_ptr<BF>();
-  at::parallel_for(0, B, 16, [&](int64_t begin, int64_t end) {
-    for (int64_t b = begin; b < end; b++)
-      for (int64_t i = 0; i < I; i++) {
-        const float g = float(gp[b * 2 * I + i]), u = float(gp[b * 2 * I + I + i]);
-        ap[b * I + i] = BF(rnd(g / (1.f + std::exp(-g))) * u);
-      }
-  });
-  return act;
-}
-
-namespace {
-
-// torch_int4.Int4Linear. Ours, {codes [N/16, K/32, 4, 32], d, m}: q4_matvec, or past dense_rows
-// rows a GEMM on W^T rebuilt by q4_weight_t. torch's, {packed [N, K/2], scales_and_zeros,
-// dense}: its int4 kernel, or the bfloat16 copy.
-torch::Tensor project(const torch::Tensor& x, const std::vector<torch::Tensor>& p,
-                      int64_t dense_rows) {
-#ifdef __AVX512BF16__
-  if (p.size() == 3 && p[0].dim() == 4) {
-    if (x.size(0) <= dense_rows) return q4_matvec(x, p[0], p[1], p[2]);
-    auto wt = torch::empty({p[0].size(1) * 32, p[0].size(0) * 16}, x.options());
-    q4_weight_t(p[0], p[1], p[2], wt);
-    return at::matmul(x, wt);
-  }
-#endif
-  TORCH_CHECK(p.size() == 3 && p[0].dim() == 2,
-              "decode_layer: a projection is {packed, scales_and_zeros, dense}");
-  if (x.size(0) > dense_rows) return at::linear(x, p.back());
-  return at::_weight_int4pack_mm_for_cpu(x, p[0], 32, p[1]);
-}
-
-// rope(): x*cos + roll(x, D/2)*sin_signed, each product and the sum rounded to bfloat16
-inline void rope(const BF* x, const BF* c, const BF* s, int64_t D, BF* out) {
-  const int64_t half = D / 2;
-  for (int64_t i = 0; i < D; i++) {
-    const BF rolled = x[i < half ? i + half : i - half];
-    out[i] = BF(rnd(float(x[i]) * float(c[i])) + rnd(float(rolled) * float(s[i])));
-  }
-}
-
-template <typename T>
-void store(T* dst, const BF* src, int64_t D) {
-  for (int64_t i = 0; i < D; i++) dst[i] = static_cast<T>(float(src[i]));
-}
-
-}  // namespace
-
-// One TransformerBlock for B decode rows (one new token each) of an int4 model. h [B, hidden]
-// bfloat16; each projection {packed, scales_and_zeros, dense}; pool_k/v this layer's
-// [slots, KVH, capacity, D] (float32 or bfloat16); row b writes its K/V at (slots[b],
-// positions[b]) and attends positions 0..positions[b]; cos, sin [B, D] bfloat16 (sin signed).
-torch::Tensor decode_layer(torch::Tensor h, torch::Tensor in_norm, torch::Tensor post_norm,
-                           std::vector<torch::Tensor> qkv, std::vector<torch::Tensor> o,
-                           std::vector<torch::Tensor> gate_up, std::vector<torch::Tensor> down,
-                           torch::Tensor pool_k, torch::Tensor pool_v, torch::Tensor slots,
-                           torch::Tensor positions, torch::Tensor cos, torch::Tensor sin,
-                           int64_t n_heads, int64_t n_kv_heads, double eps, int64_t dense_rows) {
-  const int64_t B = h.size(0), D = pool_k.size(3), H = n_heads, KVH = n_kv_heads;
-  TORCH_CHECK(h.scalar_type() == torch::kBFloat16 && h.is_contiguous() && h.dim() == 2);
-  TORCH_CHECK(cos.is_contiguous() && sin.is_contiguous() && cos.size(1) == D);
-  TORCH_CHECK(pool_k.stride(3) == 1 && pool_k.stride(2) == D && pool_v.stride(3) == 1 &&
-              pool_v.stride(2) == D && pool_k.scalar_type() == pool_v.scalar_type());
-  TORCH_CHECK(slots.dtype() == torch::kInt64 && positions.dtype() == torch::kInt64);
-  const int64_t *sp = slots.data_ptr<int64_t>(), *pp = positions.data_ptr<int64_t>();
-  for (int64_t b = 0; b < B; b++)
-    TORCH_CHECK(sp[b] >= 0 && sp[b] < pool_k.size(0) && pp[b] >= 0 && pp[b] < pool_k.size(2),
-                "decode_layer: slot or position out of range");
-
-  auto x = project(rms_norm(h, in_norm, eps), qkv, dense_rows).contiguous();  // [B, (H+2KVH)*D]
-  auto q = torch::empty({B, H, D}, h.options().dtype(torch::kFloat32));
-  const BF *xp = x.data_ptr<BF>(), *cp = cos.data_ptr<BF>(), *snp = sin.data_ptr<BF>();
-  const bool bf16_pool = pool_k.scalar_type() == torch::kBFloat16;
-  std::vector<BF> tmp(D);
-  for (int64_t b = 0; b < B; b++) {
-    const BF* row = xp + b * (H + 2 * KVH) * D;
-    for (int64_t hd = 0; hd < H; hd++) {
-      rope(row + hd * D, cp + b * D, snp + b * D, D, tmp.data());
-      for (int64_t i = 0; i < D; i++) q.data_ptr<float>()[(b * H + hd) * D + i] = float(tmp[i]);
-    }
-    for (int64_t kv = 0; kv < KVH; kv++) {
-      const int64_t ko = sp[b] * pool_k.stride(0) + kv * pool_k.stride(1) + pp[b] * D;
-      const int64_t vo = sp[b] * pool_v.stride(0) + kv * pool_v.stride(1) + pp[b] * D;
-      rope(row + (H + kv) * D, cp + b * D, snp + b * D, D, tmp.data());
-      const BF* v = row + (H + KVH + kv) * D;
-      if (bf16_pool) {
-        store(pool_k.data_ptr<BF>() + ko, tmp.data(), D);
-        store(pool_v.data_ptr<BF>() + vo, v, D);
-      } else {
-        store(pool_k.data_ptr<float>() + ko, tmp.data(), D);
-        store(pool_v.data_ptr<float>() + vo, v, D);
-      }
-    }
-  }
-  auto lengths = positions + 1;
-  auto att = torch::empty_like(q);
-  dispatch(q, pool_k, pool_v, lengths, sp, att, 1.0 / std::sqrt(double(D)));
-  auto h1 = h + project(att.to(torch::kBFloat16).view({B, H * D}), o, dense_rows);
-
-  auto gu = project(rms_norm(h1, post_norm, eps), gate_up, dense_rows).contiguous();
-  return h1 + project(swiglu(gu), down, dense_rows);
+// attend() over a KV pool for rows that read pool slots[w] (cpu_block.cpp's decode_layer)
+void attend_rows(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                 const torch::Tensor& lengths, const int64_t* slots, torch::Tensor& out,
+                 double scale) {
+  dispatch(q, k, v, lengths, slots, out, scale);
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -342,7 +199,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("q4_matvec", &q4_matvec, pybind11::call_guard<pybind11::gil_scoped_release>());
   m.def("q4_weight_t", &q4_weight_t, pybind11::call_guard<pybind11::gil_scoped_release>());
 #endif
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#ifdef SERVEGATE_Q4_F32
   m.def("q4_matvec_f32", &q4_matvec_f32, pybind11::call_guard<pybind11::gil_scoped_release>());
   m.def("q4_weight_t_f32", &q4_weight_t_f32,
         pybind11::call_guard<pybind11::gil_scoped_release>());

@@ -1,5 +1,5 @@
-"""The engine's own CPU kernels (cpu_decode.cpp, cpu_prefill.cpp, cpu_q4.cpp, cpu_q4_f32.cpp),
-compiled on first use for this CPU.
+"""The engine's own CPU kernels (cpu_decode.cpp, cpu_block.cpp, cpu_prefill.cpp, cpu_q4.cpp,
+cpu_q4_f32.cpp), compiled on first use for this CPU.
 
 torch's cpp_extension builds them with -march=native into its extensions folder
 ($TORCH_EXTENSIONS_DIR, else ~/.cache/torch_extensions), once per source, flags, CPU, torch and
@@ -22,9 +22,11 @@ from engine.backends.cpu_features import cpu_flags
 log = logging.getLogger("engine")
 SOURCES = [
     Path(__file__).with_name(n)
-    for n in ("cpu_decode.cpp", "cpu_prefill.cpp", "cpu_q4.cpp", "cpu_q4_f32.cpp")
+    for n in ("cpu_decode.cpp", "cpu_block.cpp", "cpu_prefill.cpp", "cpu_q4.cpp", "cpu_q4_f32.cpp")
 ]
-HEADERS = [Path(__file__).with_name(n) for n in ("cpu_common.h", "cpu_prefill_tiles.h")]  # copied
+HEADERS = [  # copied beside the sources
+    Path(__file__).with_name(n) for n in ("cpu_common.h", "cpu_kernels.h", "cpu_prefill_tiles.h")
+]
 HEAD_DIMS = (16, 32, 64, 128)  # the head sizes the kernels are built for
 # -fopenmp: at::parallel_for is a header template that runs serially without it (its OpenMP
 # calls bind to torch's own libgomp). Apple's clang has no OpenMP runtime: SIMD only there.

@@ -7,7 +7,8 @@
 // (exact), each code read once for two rows. q4_weight_t_f32: W^T [K, N] in float32 for a
 // prompt's GEMM, rounded as Q4Weight.dequantize rounds (the multiply, then the add).
 #include "cpu_common.h"
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include "cpu_kernels.h"
+#ifdef SERVEGATE_Q4_F32
 #include <torch/extension.h>
 #include <immintrin.h>
 #include <vector>

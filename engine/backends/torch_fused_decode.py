@@ -1,10 +1,10 @@
 """FusedDecode: an int4 model's decode step with each Llama block in one C++ call.
 
-cpu_decode.cpp's decode_layer runs a TransformerBlock for the step's rows (RMSNorm, the int4
-QKV projection, RoPE, the KV pool write, attention, o_proj, the residual, RMSNorm, SwiGLU),
-rounding to bfloat16 where torch_llama.py's ops round; the embedding, the final norm and the
-logits stay in torch. On the int4 path the ~1,800 small torch ops of a step cost more than its
-matmuls (docs/performance.md).
+cpu_block.cpp's decode_layer runs a TransformerBlock for the step's rows (RMSNorm, the int4
+QKV projection, RoPE, the KV pool write, attention, o_proj, the residual, RMSNorm, SwiGLU) in
+the model's activations, rounding to bfloat16 where torch_llama.py's ops round (or float32
+throughout); the embedding, the final norm and the logits stay in torch. On the int4 path the
+~1,800 small torch ops of a step cost more than its matmuls (docs/performance.md).
 """
 
 import torch
@@ -37,15 +37,23 @@ class FusedDecode:
 
     @staticmethod
     def fits(model: Model) -> bool:
-        """Every projection on the int4 kernels and every norm weight in bfloat16."""
-        return all(
-            isinstance(block.self_attn.qkv_proj, Int4Linear)
-            and isinstance(block.self_attn.o_proj, Int4Linear)
-            and isinstance(block.mlp.gate_up_proj, Int4Linear)
-            and isinstance(block.mlp.down_proj, Int4Linear)
-            and block.input_layernorm.weight.dtype == torch.bfloat16
-            for block in model.model.layers
-        )
+        """Every projection on an int4 kernel and every norm weight in bfloat16, or in float32
+        with every projection on our float32 kernel (no dense copy: weight_t rebuilds it)."""
+        for block in model.model.layers:
+            linears = (
+                block.self_attn.qkv_proj,
+                block.self_attn.o_proj,
+                block.mlp.gate_up_proj,
+                block.mlp.down_proj,
+            )
+            if not all(isinstance(m, Int4Linear) and m.packed is not None for m in linears):
+                return False
+            dtype = block.input_layernorm.weight.dtype
+            if dtype == torch.float32 and any(m.dense is not None for m in linears):
+                return False
+            if dtype not in (torch.bfloat16, torch.float32):
+                return False
+        return True
 
     def __call__(
         self, tokens: torch.Tensor, slots: torch.Tensor, positions: torch.Tensor, pool: KVPool
