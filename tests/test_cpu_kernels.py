@@ -172,6 +172,20 @@ def test_rms_norm_and_swiglu_round_as_the_torch_ops_they_replace():
     assert mlp.to(torch.bfloat16)(y).shape == (2, 3, 8)
 
 
+Q4_SHAPES = [(96, 576), (32, 1536), (48, 64)]  # SmolLM2's projections' widths, and a small one
+
+
+def random_q4(rng, N: int, K: int):
+    """A Q4_1 matrix with float16-exact d and m, as a GGUF stores them."""
+    import numpy as np
+
+    from engine.model.q4 import Q4Weight
+
+    d = (rng.random((N, K // 32)) * 0.01).astype(np.float16).astype(np.float32)
+    m = (-rng.random((N, K // 32)) * 0.08).astype(np.float16).astype(np.float32)
+    return Q4Weight(rng.integers(0, 16, (N, K)).astype(np.uint8), d, m)
+
+
 @pytest.mark.skipif(cpu_kernels.q4_matvec() is None, reason="no AVX512-BF16: torch's int4 serves")
 def test_q4_matvec_matches_the_dequantized_matrix():
     """Every row count of a decode batch (the kernel takes rows in fours), three shapes of
@@ -179,14 +193,11 @@ def test_q4_matvec_matches_the_dequantized_matrix():
     import numpy as np
 
     from engine.backends.torch_int4 import pack_q4
-    from engine.model.q4 import Q4Weight
 
     rng = np.random.default_rng(0)
     matvec = cpu_kernels.q4_matvec()
-    for N, K in [(96, 576), (32, 1536), (48, 64)]:
-        d = (rng.random((N, K // 32)) * 0.01).astype(np.float16).astype(np.float32)
-        m = (-rng.random((N, K // 32)) * 0.08).astype(np.float16).astype(np.float32)
-        w = Q4Weight(rng.integers(0, 16, (N, K)).astype(np.uint8), d, m)
+    for N, K in Q4_SHAPES:
+        w = random_q4(rng, N, K)
         dense = torch.from_numpy(w.dequantize()).double()
         for M in range(1, 7):
             x = torch.randn(M, K).to(torch.bfloat16)
@@ -206,14 +217,11 @@ def test_q4_weight_t_rebuilds_the_bfloat16_copy_bit_for_bit_and_none_is_kept():
     import numpy as np
 
     from engine.backends.torch_int4 import DENSE_ROWS, Int4Linear, pack_q4
-    from engine.model.q4 import Q4Weight
 
     rng = np.random.default_rng(1)
     weight_t = cpu_kernels.q4_weight_t()
-    for N, K in [(96, 576), (32, 1536), (48, 64)]:
-        d = (rng.random((N, K // 32)) * 0.01).astype(np.float16).astype(np.float32)
-        m = (-rng.random((N, K // 32)) * 0.08).astype(np.float16).astype(np.float32)
-        w = Q4Weight(rng.integers(0, 16, (N, K)).astype(np.uint8), d, m)
+    for N, K in Q4_SHAPES:
+        w = random_q4(rng, N, K)
         copy = torch.from_numpy(w.dequantize()).to(torch.bfloat16)
         out = torch.empty(K, N, dtype=torch.bfloat16)
         weight_t(*pack_q4(w), out)
@@ -234,14 +242,11 @@ def test_the_float32_int4_kernels_match_the_dequantized_matrix():
     import numpy as np
 
     from engine.backends.torch_int4 import DENSE_ROWS, Int4Linear, pack_q4
-    from engine.model.q4 import Q4Weight
 
     rng = np.random.default_rng(2)
     matvec, weight_t = cpu_kernels.q4_matvec_f32(), cpu_kernels.q4_weight_t_f32()
-    for N, K in [(96, 576), (32, 1536), (48, 64)]:
-        d = (rng.random((N, K // 32)) * 0.01).astype(np.float16).astype(np.float32)
-        m = (-rng.random((N, K // 32)) * 0.08).astype(np.float16).astype(np.float32)
-        w = Q4Weight(rng.integers(0, 16, (N, K)).astype(np.uint8), d, m)
+    for N, K in Q4_SHAPES:
+        w = random_q4(rng, N, K)
         dense = torch.from_numpy(w.dequantize())
         for M in range(1, 6):
             x = torch.randn(M, K)
