@@ -1,5 +1,5 @@
 """Allow `python -m harness` as a synonym for the `harness` console script."""
 
-from harness.cli import main
+from harness.cli.main import main
 
 main()

@@ -19,10 +19,10 @@ from statistics import median
 
 from scipy import stats
 
-from harness.compare import interval_metrics
-from harness.interval import POWER
-from harness.power import log_spread
-from harness.sequential import Schedule
+from harness.stats.compare import interval_metrics
+from harness.stats.interval import POWER
+from harness.stats.power import log_spread
+from harness.stats.sequential import Schedule
 
 DEFAULT = Schedule.plan(3, 9)
 

@@ -13,7 +13,7 @@ import time
 
 import psutil
 
-from harness.sampler import Sampler
+from harness.load.sampler import Sampler
 
 TREE = (
     "import subprocess, sys, time; "

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.compare import Comparison, compare_rounds, next_look
-from harness.sequential import Schedule
+from harness.stats.compare import Comparison, compare_rounds, next_look
+from harness.stats.sequential import Schedule
 
 from fake_runs import make_run
 

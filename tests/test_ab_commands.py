@@ -13,10 +13,10 @@ from pathlib import Path
 
 from harness_helpers import REPO, scripted, unique_marker, write_suite
 
-from harness.ab import ArmPlan, Side, label_arms
-from harness.arms import make_arm
-from harness.tables import machine_and_load, verdict_line
-from harness.verdict import clear_pass
+from harness.arms.arms import make_arm
+from harness.report.tables import machine_and_load, verdict_line
+from harness.runs.ab import ArmPlan, Side, label_arms
+from harness.stats.verdict import clear_pass
 
 SUITE = """
 model = "scripted"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from harness_helpers import REPO, scripted, unique_marker, wait_no_survivors, write_suite
 
-from harness.worktrees import checkout
+from harness.arms.worktrees import checkout
 
 SUITE = """
 model = "scripted"

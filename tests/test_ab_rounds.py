@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.ab import ABRunner, ArmPlan
-from harness.arms import make_arm
-from harness.suite import load_suite
+from harness.arms.arms import make_arm
+from harness.runs.ab import ABRunner, ArmPlan
+from harness.workload.suite import load_suite
 
 from fake_runs import make_run
 

@@ -11,7 +11,7 @@ import time
 import pytest
 from harness_helpers import group_members
 
-from harness.arms import REPO_ROOT, ArmError, make_arm
+from harness.arms.arms import REPO_ROOT, ArmError, make_arm
 
 
 def test_default_arm_is_the_working_tree_engine():

@@ -1,5 +1,5 @@
 """`harness bisect`'s pure rules: the halving search (with skipped and unresolved commits), the
-metrics it follows, how one step's A/B marks its commit, and the search loop above ab.py."""
+metrics it follows, how one step's A/B marks its commit, and the search loop above runs/ab.py."""
 
 import json
 import math
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.bisect import (
+from harness.bisect.bisect import (
     BisectError,
     Mark,
     confirm_needs_rounds,
@@ -16,10 +16,10 @@ from harness.bisect import (
     mark_metrics,
     next_step,
 )
-from harness.bisect_report import headline, summary, write_bisect_report
-from harness.bisect_run import Bisector, Step
-from harness.history import Commit
-from harness.suite import load_suite
+from harness.bisect.history import Commit
+from harness.bisect.report import headline, summary, write_bisect_report
+from harness.bisect.run import Bisector, Step
+from harness.workload.suite import load_suite
 
 
 def search(n: int, culprit: int, broken: frozenset = frozenset(), unsure: frozenset = frozenset()):
@@ -179,7 +179,7 @@ def test_a_failing_good_arm_stops_the_search():
 
 class ScriptedBisector(Bisector):
     """The search loop over made-up A/Bs: commits from `culprit` on regress, `broken` ones
-    cannot be built. Only the loop above ab.py is under test here."""
+    cannot be built. Only the loop above runs/ab.py is under test here."""
 
     culprit: int = 0
     broken: frozenset = frozenset()

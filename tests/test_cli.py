@@ -10,10 +10,10 @@ import sys
 import pytest
 from harness_helpers import REPO, scripted, unique_marker, wait_no_survivors, write_suite
 
-from harness.arms import make_arm
-from harness.launcher import Launcher
-from harness.run import run_arm
-from harness.suite import load_suite
+from harness.arms.arms import make_arm
+from harness.arms.launcher import Launcher
+from harness.runs.run import run_arm
+from harness.workload.suite import load_suite
 
 SUITE = """
 model = "scripted"
@@ -159,7 +159,7 @@ def test_fingerprint_follows_the_workload(tmp_path):
     """Every fact of the workload moves the fingerprint; the server's identity is not in it."""
     from dataclasses import replace
 
-    from harness.fingerprint import fingerprint, workload
+    from harness.workload.fingerprint import fingerprint, workload
 
     (phase,) = load_suite(str(write_suite(tmp_path, SUITE.format(extra="")))).phases
     lengths = [24] * phase.requests

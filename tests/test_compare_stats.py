@@ -7,14 +7,14 @@ import math
 import numpy as np
 import pytest
 
-from harness.compare import (
+from harness.stats.compare import (
     Comparison,
     ComparisonError,
     compare_metric,
     compare_rounds,
     needs_more_rounds,
 )
-from harness.verdict import Verdict, ratio_verdict
+from harness.stats.verdict import Verdict, ratio_verdict
 
 from fake_runs import make_rounds, make_run
 

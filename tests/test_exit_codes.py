@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 from harness_helpers import scripted, unique_marker, write_suite
 
-from harness.cli import main
+from harness.cli.main import main
 
 from fake_runs import make_run
 
@@ -247,7 +247,7 @@ def test_an_unexpected_exception_is_one_line_and_exit_2(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("boom\nsecond line")
 
-    monkeypatch.setattr("harness.cli.load_suite", broken)
+    monkeypatch.setattr("harness.cli.main.load_suite", broken)
     one_line_error(cli("run", "--suite", "smoke", cwd=tmp_path), "internal error: RuntimeError")
 
 
@@ -266,7 +266,7 @@ def test_the_verdict_is_printed_and_kept_when_the_report_fails(tmp_path, monkeyp
     def broken(*args, **kwargs):
         raise RuntimeError("template exploded\nwith two lines")
 
-    monkeypatch.setattr("harness.cli_ab.write_report", broken)
+    monkeypatch.setattr("harness.cli.ab.write_report", broken)
     r = cli("compare", str(base), str(head), "--out-dir", "other", cwd=tmp_path)
     assert r.returncode == 1, r.stdout + r.stderr  # still the verdict's code, not 2, not 1-by-crash
     assert "verdict: REGRESSION (exit 1" in r.stdout and "report:" not in r.stdout
@@ -284,7 +284,7 @@ def test_the_exit_code_survives_a_verdict_table_that_fails(tmp_path, monkeypatch
     def broken(*args, **kwargs):
         raise KeyError("label")
 
-    monkeypatch.setattr("harness.cli_ab.print_verdict", broken)
+    monkeypatch.setattr("harness.cli.ab.print_verdict", broken)
     r = cli("compare", str(base), str(head), cwd=tmp_path)
     assert r.returncode == 1 and "verdict: REGRESSION (exit 1)" in r.stdout, r.stdout + r.stderr
     assert "error: verdict table not printed: KeyError" in r.stderr and "report: " in r.stdout

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.counters import deltas, parse_metrics
-from harness.expect import ExpectContext, ExpectError, evaluate, parse_rule, parse_series
+from harness.load.counters import deltas, parse_metrics
+from harness.workload.expect import ExpectContext, ExpectError, evaluate, parse_rule, parse_series
 
 BEFORE = """
 # TYPE engine_prefill_forwards_total counter

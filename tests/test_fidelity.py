@@ -8,9 +8,9 @@ import statistics
 
 from harness_helpers import scripted, unique_marker, wait_no_survivors, write_suite
 
-from harness.arms import make_arm
-from harness.run import run_arm
-from harness.suite import load_suite
+from harness.arms.arms import make_arm
+from harness.runs.run import run_arm
+from harness.workload.suite import load_suite
 
 MIB = 1 << 20
 TTFT_MS = 150.0

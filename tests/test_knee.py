@@ -1,9 +1,9 @@
-"""The knee and goodput rules at their boundaries (harness/knee.py), and the sweep's level
-planning (harness/sweep.py): pure functions, no server."""
+"""The knee and goodput rules at their boundaries (harness/sweep/knee.py), and the sweep's level
+planning (harness/sweep/sweep.py): pure functions, no server."""
 
 import pytest
 
-from harness.knee import (
+from harness.sweep.knee import (
     KNEE_GAIN,
     Point,
     Slo,
@@ -13,8 +13,8 @@ from harness.knee import (
     knee,
     parse_slos,
 )
-from harness.suite import load_suite
-from harness.sweep import Sweep, SweepError, default_requests, level_runs, parse_levels
+from harness.sweep.sweep import Sweep, SweepError, default_requests, level_runs, parse_levels
+from harness.workload.suite import load_suite
 
 
 def curve(tok: list[float], ttft: list[float], levels=(1, 2, 4, 8, 16)) -> list[Point]:

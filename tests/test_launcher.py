@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from harness_helpers import scripted, survivors, unique_marker, wait_no_survivors
 
-from harness.arms import make_arm
-from harness.launcher import Launcher, LaunchError
+from harness.arms.arms import make_arm
+from harness.arms.launcher import Launcher, LaunchError
 
 
 def test_waits_through_loading_and_records_startup(tmp_path):

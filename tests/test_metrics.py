@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.metrics import SUMMARY_KEYS, latency_stats, run_summary
-from harness.record import RequestRecord
+from harness.load.metrics import SUMMARY_KEYS, latency_stats, run_summary
+from harness.load.record import RequestRecord
 
 
 def rec(phase="main", i=0, send=0.0, ttft=0.1, gaps=(0.01,) * 9, usage=10, status=200, err=""):

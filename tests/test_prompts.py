@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from harness.prompts import PromptError, build_prompts, fit
+from harness.load.prompts import PromptError, build_prompts, fit
 
 
 class TwoTokenWords:

@@ -7,11 +7,11 @@ import re
 import numpy as np
 import pytest
 
-from harness.compare import ComparisonError, compare_rounds
-from harness.engagement import engagement
-from harness.plots import label_rows
-from harness.report import rerender_report, slug, write_report
-from harness.saved import compare_saved
+from harness.report.engagement import engagement
+from harness.report.plots import label_rows
+from harness.report.report import rerender_report, slug, write_report
+from harness.report.saved import compare_saved
+from harness.stats.compare import ComparisonError, compare_rounds
 
 from fake_runs import realistic_run
 

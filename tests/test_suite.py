@@ -7,7 +7,7 @@ import random
 import pytest
 from harness_helpers import write_suite
 
-from harness.suite import PromptLength, SuiteError, load_suite, shipped
+from harness.workload.suite import PromptLength, SuiteError, load_suite, shipped
 
 BASE = """
 model = "tiny"

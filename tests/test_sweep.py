@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 from harness_helpers import REPO, scripted, unique_marker, write_suite
 
-from harness.cli import main
+from harness.cli.main import main
 
 PNG = b"\x89PNG\r\n\x1a\n"
 # 30 ms to the first token, then 16 tokens 25 ms apart: one stream holds its slot ~400 ms, long

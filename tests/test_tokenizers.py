@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from harness_helpers import scripted, unique_marker, wait_no_survivors, write_suite
 
-from harness.arms import make_arm
-from harness.run import run_arm
-from harness.suite import load_suite
+from harness.arms.arms import make_arm
+from harness.runs.run import run_arm
+from harness.workload.suite import load_suite
 
 SUITE = """
 model = "scripted"

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from harness.expect import ExpectOutcome, parse_rule
-from harness.phase import PhaseResult
-from harness.record import RequestRecord
-from harness.validity import judge
+from harness.load.phase import PhaseResult
+from harness.load.record import RequestRecord
+from harness.runs.validity import judge
+from harness.workload.expect import ExpectOutcome, parse_rule
 
 
 def phase(name: str, failed: int, total: int, expect=()) -> PhaseResult:

@@ -1,0 +1,1 @@
+"""Arms: what server a run measures, its git worktree, its cold start and teardown."""

@@ -1,0 +1,187 @@
+"""Cold start of one server: a free port, its own process group, stdout/stderr to a log file,
+readiness by /health (or /v1/models), and a teardown that leaves no process behind."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from harness.arms.arms import Arm
+
+_LIVE: set[Launcher] = set()
+
+
+class LaunchError(RuntimeError):
+    """The server did not become ready; `log_tail` holds the end of its log."""
+
+    def __init__(self, message: str, log_tail: str = "") -> None:
+        super().__init__(message)
+        self.log_tail = log_tail
+
+
+@dataclass(slots=True)
+class Server:
+    """A ready server: where to reach it and what it said about itself."""
+
+    url: str
+    pid: int | None = None
+    startup_s: float | None = None
+    health: dict = field(default_factory=dict)
+    ready_path: str = "/health"
+    log_path: Path | None = None
+
+
+_HANDED_OUT: set[int] = set()  # ports given to servers of this process (arms start together)
+_PORT_LOCK = threading.Lock()
+
+
+def free_port() -> int:
+    """A port free now and not handed out before: two arms starting at once never share one."""
+    with _PORT_LOCK:
+        while True:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            if port not in _HANDED_OUT:
+                _HANDED_OUT.add(port)
+                return port
+
+
+def probe(url: str, timeout: float = 2.0) -> tuple[int, dict]:
+    """GET url -> (status, JSON body or {}); status 0 when nothing answered."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            status, body = resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        status, body = exc.code, exc.read()
+    except (OSError, ValueError):
+        return 0, {}
+    try:
+        data = json.loads(body)
+    except ValueError:
+        data = {}
+    return status, data if isinstance(data, dict) else {}
+
+
+def wait_ready(base: str, deadline: float, alive=lambda: True) -> tuple[str, dict]:
+    """Poll /health (503 = still loading), falling back to /v1/models when there is no /health."""
+    path = "/health"
+    while time.monotonic() < deadline:
+        if not alive():
+            raise LaunchError("server exited before it was ready")
+        status, body = probe(base + path, timeout=1.0)
+        if status == 200:
+            return path, body
+        if status in (404, 405, 501) and path == "/health":
+            path = "/v1/models"
+            continue
+        time.sleep(0.02)
+    raise LaunchError(f"server not ready at {base}{path} in time")
+
+
+def log_tail(path: Path | None, lines: int = 40) -> str:
+    if path is None or not path.exists():
+        return ""
+    with path.open("rb") as f:
+        f.seek(max(0, f.seek(0, os.SEEK_END) - 64 * 1024))
+        text = f.read().decode("utf-8", "replace")
+    return "\n".join(text.splitlines()[-lines:])
+
+
+class Launcher:
+    """Context manager: `with Launcher(arm, log) as server:` starts cold and always cleans up."""
+
+    def __init__(self, arm: Arm, log_path: Path, timeout_s: float = 120.0, grace_s: float = 5.0):
+        self.arm, self.log_path = arm, log_path
+        self.timeout_s, self.grace_s = timeout_s, grace_s
+        self.proc: subprocess.Popen | None = None
+        self.port = 0
+        self.seen: dict[int, psutil.Process] = {}
+
+    def __enter__(self) -> Server:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> Server:
+        self.port = free_port()
+        argv = self.arm.command(self.port)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        t0 = time.monotonic()
+        with self.log_path.open("wb") as log:
+            log.write(f"$ {' '.join(argv)}\n".encode())
+            log.flush()
+            try:
+                self.proc = subprocess.Popen(
+                    argv, cwd=self.arm.cwd, stdin=subprocess.DEVNULL, stdout=log,
+                    stderr=subprocess.STDOUT, start_new_session=True,
+                    env={**os.environ, **dict(self.arm.env)},
+                )  # fmt: skip
+            except OSError as exc:
+                raise LaunchError(f"cannot start server {argv[0]!r}: {exc.strerror}") from None
+        _LIVE.add(self)
+        base = f"http://127.0.0.1:{self.port}"
+        try:
+            path, health = wait_ready(base, t0 + self.timeout_s, lambda: self.proc.poll() is None)
+        except LaunchError as exc:
+            rc = self.proc.poll()
+            why = f"server exited with code {rc} before it was ready" if rc is not None else exc
+            raise LaunchError(str(why), log_tail(self.log_path)) from None
+        startup = time.monotonic() - t0
+        return Server(base, self.proc.pid, startup, health, path, self.log_path)
+
+    def exit_code(self) -> int | None:
+        return None if self.proc is None else self.proc.poll()
+
+    def remember(self, procs: list[psutil.Process]) -> None:
+        """Processes seen in the server's tree; killed at teardown even if they left the group."""
+        self.seen.update((p.pid, p) for p in procs)
+
+    def stop(self) -> None:
+        """TERM the whole group, wait `grace_s`, then KILL the group and every process seen."""
+        if self.proc is None:
+            return
+        proc, self.proc = self.proc, None
+        _LIVE.discard(self)
+        try:
+            tree = psutil.Process(proc.pid).children(recursive=True)
+        except psutil.Error:
+            tree = []
+        self.remember(tree)
+        _signal_group(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=self.grace_s)
+        _signal_group(proc.pid, signal.SIGKILL)  # stragglers of the group, leader gone or not
+        for p in self.seen.values():
+            with contextlib.suppress(psutil.Error):
+                p.kill()  # psutil refuses a pid that was reused by another process
+        proc.wait()
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+@atexit.register
+def _stop_all() -> None:
+    for launcher in list(_LIVE):
+        launcher.stop()

@@ -1,0 +1,1 @@
+"""`harness bisect`: the commits searched, the halving rules, each step's A/B, the report."""

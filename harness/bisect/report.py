@@ -1,0 +1,96 @@
+"""The bisect report: the search as plain data (what is saved as JSON), its path table, and a
+dated Markdown file in results/ from templates/bisect.md.j2; the culprit's A/B against its
+parent is written beside it as an ordinary A/B report (report/report.py)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+from harness.bisect.history import Commit
+from harness.bisect.run import BisectOutcome, Step
+from harness.report import tables
+from harness.report.report import slug, template_env, write_report
+
+
+def _commit(c: Commit) -> dict:
+    return {"sha": c.sha, "short": c.short, "subject": c.subject, "merge": c.merge}
+
+
+def step_row(step: Step, metrics: list[str]) -> dict:
+    """One line of the path: the commit, each followed metric's ratio and CI, the mark."""
+    comp = step.result["comparison"] if step.result else None
+    by_name = {m["name"]: m for m in comp["metrics"]} if comp else {}
+    shown = [by_name[n] for n in metrics if n in by_name]
+    return {
+        "role": step.role,
+        "base": _commit(step.base),
+        "head": _commit(step.head),
+        "rounds": comp["rounds"] if comp else 0,
+        "ratio": "; ".join(f"{m['name']} {tables.fmt_ratio(m['ratio'])}" for m in shown) or "n/a",
+        "ci": "; ".join(tables.fmt_ci(m["ci_low"], m["ci_high"]) for m in shown) or "n/a",
+        "verdict": "; ".join(str(m["verdict"]) for m in shown) or "n/a",
+        "mark": str(step.mark) if step.mark else "n/a",
+        "reason": step.reason,
+        "wall_s": round(step.wall_s, 1),
+    }
+
+
+def summary(outcome: BisectOutcome, suite: str, good: Commit, command: str) -> dict:
+    """The bisect as plain JSON data (each step's comparison, not its raw runs)."""
+    marks = {s.head.sha: str(s.mark) for s in outcome.steps if s.role == "step" and s.mark}
+    marks[outcome.commits[-1].sha] = "bad"
+    return {
+        "schema": "servegate.bisect/1",
+        "suite": suite,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "good": _commit(good),
+        "bad": _commit(outcome.commits[-1]),
+        "metrics": outcome.metrics,
+        "commits": [_commit(c) | {"mark": marks.get(c.sha, "")} for c in outcome.commits],
+        "path": [step_row(s, outcome.metrics) for s in outcome.steps],
+        "comparisons": [s.result["comparison"] if s.result else None for s in outcome.steps],
+        "culprit": _commit(outcome.culprit) if outcome.culprit else None,
+        "suspects": [_commit(c) for c in outcome.suspects],
+        "skipped": [step_row(s, outcome.metrics) for s in outcome.steps if s.mark == "skip"],
+        "unresolved": [
+            step_row(s, outcome.metrics) for s in outcome.steps if s.mark == "unresolved"
+        ],
+        "final": step_row(outcome.final, outcome.metrics) if outcome.final else None,
+        "final_report": None,
+        "command": command,
+    }
+
+
+def headline(data: dict) -> str:
+    if data["culprit"]:
+        return f"first bad commit: {data['culprit']['sha']} {data['culprit']['subject']}"
+    shas = ", ".join(c["short"] for c in data["suspects"])
+    return f"no single first bad commit: it is one of {shas} (skipped or unresolved between)"
+
+
+def write_bisect_report(data: dict, final: Step | None, out_dir: Path) -> Path:
+    """<date>-bisect-<suite>-<good>-<bad>.md and .json, plus the final A/B's own report."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    final_rows = []
+    if final is not None and final.result is not None:
+        data["final_report"] = write_report(final.result, out_dir).name
+        final_rows = tables.metric_rows(json.loads(json.dumps(final.result["comparison"])))
+    stem = "-".join(
+        [
+            data["created"][:10],
+            "bisect",
+            slug(data["suite"]),
+            data["good"]["short"][:8],
+            data["bad"]["short"][:8],
+        ]
+    )
+    (out_dir / f"{stem}.json").write_text(json.dumps(data, indent=1) + "\n")
+    env = template_env()
+    md = out_dir / f"{stem}.md"
+    md.write_text(
+        env.get_template("bisect.md.j2").render(b=data, headline=headline(data), final=final_rows)
+    )
+    return md

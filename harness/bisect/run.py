@@ -1,0 +1,162 @@
+"""`harness bisect`'s steps: each one an A/B (runs/ab.py's ABRunner) of a commit against good with
+the same suite, rounds and statistics, checked out through the worktree cache; bisect.py's
+rules pick the commits and read the verdicts."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.arms.arms import ArmError
+from harness.arms.worktrees import RefError
+from harness.bisect.bisect import (
+    BisectError,
+    Mark,
+    confirm_needs_rounds,
+    followed_metrics,
+    judge_step,
+    mark_metrics,
+    next_step,
+)
+from harness.bisect.history import Commit
+from harness.load.phase import Progress
+from harness.report.report import to_plain
+from harness.runs.ab import ABRunner, Side, ab_result, plan_arm
+from harness.stats.compare import INVALID, Comparison, ComparisonError
+from harness.workload.suite import Suite
+
+MoreRounds = Callable[[Comparison], bool]
+
+
+@dataclass
+class Step:
+    """One A/B of the search: `head` against `base` (good, or the culprit's parent at the end)."""
+
+    role: str  # confirm | step | final
+    base: Commit
+    head: Commit
+    wall_s: float
+    result: dict | None = None  # runs/ab.py's ab_result; None when the head arm could not be built
+    mark: Mark | None = None
+    reason: str = ""
+
+
+@dataclass
+class BisectOutcome:
+    metrics: list[str]
+    commits: list[Commit]
+    steps: list[Step]  # confirm first, then the search in order
+    suspects: list[Commit] = field(default_factory=list)
+    culprit: Commit | None = None
+    final: Step | None = None
+
+
+@dataclass
+class Bisector:
+    repo: Path
+    suite: Suite
+    log_dir: Path
+    model: str | None = None
+    flags: str | None = None
+    isolated: bool = False
+    rounds: int = 3
+    max_rounds: int = 7
+    ready_timeout_s: float = 180.0
+    command: str = ""
+    progress: Callable[[str], Progress] = lambda label: Progress()  # noqa: E731
+    announce: Callable[[Step, list[str]], None] = lambda step, metrics: None  # noqa: E731
+
+    def measure(
+        self, role: str, base: Commit, head: Commit, suite: Suite, more: MoreRounds
+    ) -> Step:
+        """One A/B; a head arm that cannot be built or compared comes back with result None."""
+        started = time.monotonic()
+        plans = {"base": self._plan("base", base, suite)}
+        try:
+            plans["head"] = self._plan("head", head, suite)
+        except (RefError, ArmError) as e:
+            return Step(role, base, head, time.monotonic() - started, None, Mark.SKIP, str(e))
+        runner = ABRunner(
+            suite,
+            plans,
+            self.log_dir / f"{role}-{head.short}",
+            self.rounds,
+            self.max_rounds,
+            self.ready_timeout_s,
+            progress=self.progress,
+            more_rounds=more,
+        )
+        try:
+            outcome = runner.run()
+        except ComparisonError as e:
+            return Step(role, base, head, time.monotonic() - started, None, Mark.SKIP, str(e))
+        result = ab_result(suite, plans, outcome, self.command)
+        # kept as it goes, so an interrupted bisect still shows what each step measured
+        runner.log_dir.mkdir(parents=True, exist_ok=True)
+        (runner.log_dir / "comparison.json").write_text(json.dumps(to_plain(outcome["comparison"])))
+        return Step(role, base, head, time.monotonic() - started, result)
+
+    def _plan(self, name: str, commit: Commit, suite: Suite):
+        side = Side(commit.sha)
+        return plan_arm(name, side, self.repo, suite, self.model, self.flags, self.isolated)
+
+    def run(
+        self, good: Commit, commits: list[Commit], asked: tuple[str, ...] = ()
+    ) -> BisectOutcome:
+        """Confirm bad regresses against good, then halve the range until it holds one commit
+        (or only skipped and unresolved ones); BisectError when there is nothing to bisect."""
+        bad = commits[-1]
+        confirm_suite = self._gated(asked) if asked else self.suite
+        confirm = self.measure(
+            "confirm", good, bad, confirm_suite, lambda c: confirm_needs_rounds(c.to_dict(), asked)
+        )
+        if confirm.result is None:
+            raise BisectError(f"bad {bad.short} cannot be measured: {confirm.reason}")
+        metrics = followed_metrics(confirm.result["comparison"], asked)
+        confirm.mark, confirm.reason = judge_step(confirm.result, metrics)
+        self.announce(confirm, metrics)
+        confirmed = {m["name"]: m for m in confirm.result["comparison"]["metrics"]}
+
+        def unsettled(c: Comparison) -> bool:
+            marked = mark_metrics(c.to_dict()["metrics"], metrics, confirmed)[0]
+            return c.verdict != INVALID and marked == Mark.UNRESOLVED
+
+        suite = self._gated(tuple(metrics))
+        steps, marks = [confirm], {len(commits) - 1: Mark.BAD}
+        while (nxt := next_step(len(commits), marks)).test is not None:
+            step = self.measure("step", good, commits[nxt.test], suite, unsettled)
+            if step.result is not None:
+                step.mark, step.reason = judge_step(step.result, metrics, confirmed)
+            marks[nxt.test] = step.mark
+            steps.append(step)
+            self.announce(step, metrics)
+        out = BisectOutcome(metrics, commits, steps, [commits[i] for i in nxt.suspects])
+        if nxt.culprit is not None:
+            out.culprit = commits[nxt.culprit]
+            parent = commits[nxt.culprit - 1] if nxt.culprit > 0 else good
+            out.final = next((s for s in steps if (s.base, s.head) == (parent, out.culprit)), None)
+            if out.final is None:  # the step already measured is the final A/B when parent is good
+                out.final = self.measure("final", parent, out.culprit, suite, unsettled)
+                self._judge_final(out.final, metrics, confirmed)
+                self.announce(out.final, metrics)
+        return out
+
+    @staticmethod
+    def _judge_final(final: Step, metrics: list[str], confirmed: dict) -> None:
+        if final.result is not None:
+            try:
+                final.mark, final.reason = judge_step(final.result, metrics, confirmed)
+            except BisectError as e:  # the parent failed this time: keep the A/B, say so
+                final.reason = str(e)
+
+    def _gated(self, metrics: tuple[str, ...]) -> Suite:
+        """The suite gating only `metrics` (rounds are added while one of them is INCONCLUSIVE)."""
+        unknown = [m for m in metrics if m not in self.suite.gate]
+        if unknown:
+            gated = ", ".join(self.suite.gate)
+            raise BisectError(f"--metric {unknown[0]} is not gated by the suite (gated: {gated})")
+        return dataclasses.replace(self.suite, gate={m: self.suite.gate[m] for m in metrics})

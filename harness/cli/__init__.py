@@ -1,0 +1,1 @@
+"""The command line: `harness run`, `suites`, `ab`, `compare`, `report`, `sweep`, `bisect`."""

@@ -1,0 +1,302 @@
+"""`harness ab`, `harness compare` and `harness report`: the gate's command line.
+Exit codes: 0 pass, 1 regression, 2 invalid run, infrastructure failure or server crash."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from statistics import median
+from typing import NoReturn
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from harness.arms.arms import ArmError
+from harness.arms.worktrees import RefError, repo_root
+from harness.cli.options import report_options
+from harness.cli.outputs import OutputError, writable_dir
+from harness.report.display import LiveProgress
+from harness.report.report import write_report
+from harness.report.saved import compare_saved, load_result
+from harness.runs.ab import ABRunner, Side, ab_result, label_arms, needs_git, plan_arm
+from harness.stats.compare import EXIT_MEANING, ComparisonError
+from harness.stats.verdict import clear_pass
+from harness.workload.suite import SuiteError, load_suite
+
+EXIT_INVALID = 2
+
+
+class InputError(click.ClickException):
+    """Bad input: printed as one `Error: ...` line, exit code 2."""
+
+    exit_code = EXIT_INVALID
+
+    def __init__(self, message: str) -> None:
+        super().__init__(one_line(message))
+
+
+def one_line(message: object) -> str:
+    """Any message as one line (stderr's contract: one line per failure)."""
+    return " ".join(str(message).split()) or "no message"
+
+
+def side_options(f):
+    for arm in ("head", "base"):
+        f = click.option(
+            f"--{arm}-cmd",
+            default=None,
+            metavar="TEMPLATE",
+            help=f"Start the {arm} arm from a command template with {{port}} "
+            "(any OpenAI-compatible server) instead of the reference engine.",
+        )(f)
+        f = click.option(
+            f"--{arm}-env",
+            default="",
+            metavar="'K=V ...'",
+            help=f"Environment settings for the {arm} arm's server.",
+        )(f)
+        f = click.option(
+            f"--{arm}-flags",
+            default="",
+            metavar="'FLAGS'",
+            help=f"Server flags added for the {arm} arm only.",
+        )(f)
+    return f
+
+
+def _median(xs: list) -> float | None:
+    xs = [x for x in xs if x is not None]
+    return median(xs) if xs else None
+
+
+def fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:,.3f}" if abs(x) < 1000 else f"{x:,.0f}"
+
+
+def print_verdict(console: Console, ab: dict) -> None:
+    comp = ab["comparison"]
+    table = Table(title=f"{ab['suite']}: {ab['base']['label']} vs {ab['head']['label']}")
+    for col in ("metric", "base", "head", "ratio", "95% CI", "tol", "verdict"):
+        table.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
+    for m in comp["metrics"]:
+        ci = f"[{fmt(m['ci_low'])}, {fmt(m['ci_high'])}]"
+        table.add_row(
+            m["name"],
+            fmt(_median(m["base"])),
+            fmt(_median(m["head"])),
+            fmt(m["ratio"]),
+            ci,
+            f"{m['tolerance']:.0%}",
+            str(m["verdict"]),
+        )
+    console.print(table)
+    for m in comp["metrics"]:
+        if str(m["verdict"]) in ("REGRESSION", "IMPROVEMENT", "INCONCLUSIVE"):
+            console.print(
+                f"{m['verdict']}: {m['name']} {fmt(m['ratio'])}x head/base, 95% CI "
+                f"[{fmt(m['ci_low'])}, {fmt(m['ci_high'])}]",
+                highlight=False,
+            )
+        elif line := clear_pass(m):
+            console.print(line, highlight=False)
+    for line in comp.get("invalid", []) + comp.get("warnings", []):
+        console.print(f"- {line}", highlight=False, markup=False)
+    if ab.get("crash"):
+        console.print(
+            f"crash: {ab['crash']['message']}\n{ab['crash'].get('log_tail', '')}",
+            markup=False,
+            highlight=False,
+        )
+    code = comp["exit_code"]
+    console.print(  # one line whatever the terminal's width: scripts grep it
+        f"verdict: {comp['verdict']} (exit {code}: {EXIT_MEANING[code]})",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def finish(result: dict, out_dir: Path) -> NoReturn:
+    """Print the verdict first, then write the report. The exit code is the verdict's whatever
+    happens to the report: a report that fails is one `error:` line on stderr, nothing more."""
+    comp = result["comparison"]
+    try:
+        print_verdict(Console(width=120), result)
+    except Exception as exc:  # noqa: BLE001 - the bare verdict still stands
+        click.echo(f"verdict: {comp['verdict']} (exit {comp['exit_code']})")
+        click.echo(
+            f"error: verdict table not printed: {type(exc).__name__}: {one_line(exc)}", err=True
+        )
+    try:
+        report = write_report(result, out_dir)
+    except Exception as exc:  # noqa: BLE001 - no report bug may change the gate's answer
+        click.echo(f"error: report not written: {type(exc).__name__}: {one_line(exc)}", err=True)
+    else:
+        click.echo(f"report: {report}")
+    sys.exit(comp["exit_code"])
+
+
+@click.command()
+@click.option(
+    "--base",
+    "base_ref",
+    default=None,
+    metavar="REF",
+    help="Git ref served by the base arm [default: the working tree].",
+)
+@click.option(
+    "--head",
+    "head_ref",
+    default=None,
+    metavar="REF",
+    help="Git ref served by the head arm; WORKTREE (or .) = the working tree with "
+    "its uncommitted changes [default: the working tree].",
+)
+@click.option(
+    "--suite",
+    "suite_name",
+    default="short-concurrency",
+    show_default=True,
+    metavar="NAME_OR_PATH",
+    help="A shipped suite (`harness suites`) or a .toml path.",
+)
+@click.option("--model", default=None, help="Model for both arms [default: the suite's].")
+@click.option("--flags", default=None, help="Server flags for both arms, replacing the suite's.")
+@side_options
+@click.option(
+    "--rounds",
+    type=click.IntRange(2, 100),
+    default=3,
+    show_default=True,
+    help="Rounds before the first look; each starts every arm cold, in rotating (ABBA) order.",
+)
+@click.option(
+    "--max-rounds",
+    type=click.IntRange(2, 200),
+    default=9,
+    show_default=True,
+    help="Looks at --rounds, +2, +4, ... up to this: rounds are added while a metric is "
+    "INCONCLUSIVE and none REGRESSED; each look spends its share of the gate's 1% "
+    "false-regression budget (docs/statistics.md).",
+)
+@click.option("--null-arm", is_flag=True, help="Add a second base arm per round (noise floor).")
+@click.option(
+    "--isolated",
+    is_flag=True,
+    help="Serve each git ref from its own virtual environment (built once per sha).",
+)
+@report_options
+def ab(
+    base_ref,
+    head_ref,
+    suite_name,
+    model,
+    flags,
+    base_flags,
+    base_env,
+    base_cmd,
+    head_flags,
+    head_env,
+    head_cmd,
+    rounds,
+    max_rounds,
+    null_arm,
+    isolated,
+    out_dir,
+    ready_timeout,
+    quiet,
+):
+    """A/B two builds or two configurations under the same load and gate on the result.
+
+    \b
+    harness ab --base main --head HEAD
+    harness ab --head-flags "--max-batch-prefill-tokens 2048" --suite boundary-spill
+    harness ab --base-cmd "llama-server -m m.gguf --port {port}" --head-cmd "..."
+
+    Each of R rounds starts every arm cold (rotating order), fires the suite's load and
+    samples memory; per metric the head/base ratio gets a 95% CI and a verdict. Writes
+    results/DATE-SUITE-BASE-vs-HEAD.md (+ .json, plots) under the current folder. Exit 0
+    pass (improvements and inconclusive-with-warning included), 1 regression, 2 invalid run,
+    infra failure, crash or bad input. Git refs need the repository; two --*-cmd arms need
+    no git and run their commands in the current folder.
+    """
+    console = Console(stderr=True)
+    sides = {
+        "base": Side(base_ref, base_flags, base_env, base_cmd),
+        "head": Side(head_ref, head_flags, head_env, head_cmd),
+    }
+    try:
+        suite = load_suite(suite_name)
+        writable_dir(out_dir)
+        stamp_dir = writable_dir(out_dir / "logs" / suite.name)
+        repo = repo_root(Path.cwd()) if needs_git(sides) else None
+        plans = {n: plan_arm(n, s, repo, suite, model, flags, isolated) for n, s in sides.items()}
+        if null_arm:
+            plans["null"] = plan_arm("null", sides["base"], repo, suite, model, flags, isolated)
+        label_arms(plans, sides)
+    except (SuiteError, ArmError, RefError, OutputError) as e:
+        raise InputError(str(e)) from None
+    if max_rounds < rounds:
+        max_rounds = rounds
+    runner = ABRunner(
+        suite,
+        plans,
+        stamp_dir,
+        rounds,
+        max_rounds,
+        ready_timeout,
+        progress=lambda label: LiveProgress(console, label, disabled=quiet),
+    )
+    command = "harness " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    try:
+        outcome = runner.run()
+    except KeyboardInterrupt:
+        console.print("interrupted: every server was stopped")
+        if any(r.get(a) for r in runner.rounds for a in ("base", "head", "null")):
+            outcome = runner.outcome(problem="interrupted before the last round")
+            report = write_report(ab_result(suite, plans, outcome, command), out_dir)
+            console.print(f"the runs so far: {report.with_suffix('.json')}", highlight=False)
+        sys.exit(130)
+    finish(ab_result(suite, plans, outcome, command), out_dir)
+
+
+@click.command()
+@click.argument("a", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("b", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--out-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("results"),
+    show_default=True,
+)
+def compare(a, b, out_dir):
+    """Compare saved runs offline: A's runs as base, B's as head (a report and an exit code)."""
+    try:
+        writable_dir(out_dir)
+        result = compare_saved(a, b)
+    except (ComparisonError, ValueError, OSError) as e:
+        raise InputError(str(e)) from None
+    finish(result, out_dir)
+
+
+@click.command()
+@click.argument("result_json", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--out-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where to write [default: beside RESULT_JSON].",
+)
+def report(result_json, out_dir):
+    """Render the Markdown report (and plots) again from a saved A/B result JSON."""
+    try:
+        result = load_result(result_json)
+        out_dir = writable_dir(out_dir if out_dir is not None else result_json.parent)
+    except (ComparisonError, ValueError, OSError) as e:
+        raise InputError(str(e)) from None
+    try:
+        path = write_report(result, out_dir)
+    except Exception as exc:  # noqa: BLE001 - the report is this verb's product: exit 2
+        raise InputError(f"report not written: {type(exc).__name__}: {exc}") from None
+    click.echo(f"report: {path}")

@@ -1,0 +1,178 @@
+"""`harness bisect`: name the commit that introduced a regression. Exit 0 when a first bad
+commit is named, 2 when it cannot be (bad does not regress, skipped or unresolved commits in
+the way, bad input)."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from harness.arms.arms import ArmError
+from harness.arms.worktrees import RefError, repo_root
+from harness.bisect.bisect import BisectError
+from harness.bisect.history import commit_info, first_parent_commits
+from harness.bisect.report import headline, step_row, summary, write_bisect_report
+from harness.bisect.run import Bisector, Step
+from harness.cli.ab import EXIT_INVALID, InputError
+from harness.cli.options import report_options
+from harness.report.display import LiveProgress
+from harness.workload.suite import SuiteError, load_suite
+
+
+def print_path(console: Console, data: dict) -> None:
+    table = Table(title=f"bisect {data['suite']}: {data['good']['short']}..{data['bad']['short']}")
+    for col in ("#", "role", "commit", "subject", "ratio", "95% CI", "verdict", "mark", "wall"):
+        table.add_column(col, justify="right" if col in ("#", "wall") else "left")
+    for i, s in enumerate(data["path"]):
+        table.add_row(
+            str(i),
+            s["role"],
+            s["head"]["short"],
+            s["head"]["subject"][:40],
+            s["ratio"],
+            s["ci"],
+            s["verdict"],
+            s["mark"],
+            f"{s['wall_s']} s",
+        )
+    console.print(table)
+    for s in data["skipped"] + data["unresolved"]:
+        console.print(f"{s['mark']}: {s['head']['short']} {s['reason']}", markup=False)
+
+
+@click.command()
+@click.option(
+    "--good", "good_ref", required=True, metavar="REF", help="A commit without the regression."
+)
+@click.option(
+    "--bad",
+    "bad_ref",
+    default="HEAD",
+    show_default=True,
+    metavar="REF",
+    help="A commit with it; good must be on bad's first-parent chain.",
+)
+@click.option(
+    "--suite",
+    "suite_name",
+    default="short-concurrency",
+    show_default=True,
+    metavar="NAME_OR_PATH",
+    help="A shipped suite (`harness suites`) or a .toml path.",
+)
+@click.option(
+    "--metric",
+    "metrics",
+    multiple=True,
+    metavar="NAME",
+    help="Follow this gated metric (repeatable) [default: every gated metric on "
+    "which bad regresses against good].",
+)
+@click.option("--model", default=None, help="Model for every arm [default: the suite's].")
+@click.option("--flags", default=None, help="Server flags for every arm, replacing the suite's.")
+@click.option(
+    "--rounds",
+    type=click.IntRange(2, 100),
+    default=5,
+    show_default=True,
+    help="Rounds per step, each starting both arms cold (as in `harness ab`).",
+)
+@click.option(
+    "--max-rounds",
+    type=click.IntRange(2, 200),
+    default=9,
+    show_default=True,
+    help="A step still INCONCLUSIVE gets two rounds more up to this, then is reported unresolved.",
+)
+@click.option(
+    "--isolated",
+    is_flag=True,
+    help="Serve each commit from its own virtual environment (built once per sha).",
+)
+@report_options
+def bisect(
+    good_ref,
+    bad_ref,
+    suite_name,
+    metrics,
+    model,
+    flags,
+    rounds,
+    max_rounds,
+    isolated,
+    out_dir,
+    ready_timeout,
+    quiet,
+):
+    """Name the commit that introduced a regression (binary search, one A/B per step).
+
+    \b
+    harness bisect --good main~8 --bad main --suite boundary-spill
+    harness bisect --good origin/main~20 --suite long-transient --metric peak_rss_bytes
+
+    First confirms that bad regresses against good (else exit 2 with the reason), then
+    halves bad's first-parent history: each step A/Bs one commit against good with the same
+    rounds and statistics. It is bad when a followed metric regresses, good when each one
+    passes or its CI excludes bad's confirmed regression (docs/ci.md). A commit that cannot
+    be installed, started or served is skipped; one still undecided after --max-rounds is
+    unresolved; neither is guessed. Prints "first bad commit: SHA SUBJECT" and writes
+    results/DATE-bisect-SUITE-GOOD-BAD.md with the path and the culprit's A/B against its
+    parent. Exit 0 when a first bad commit is named, 2 when it cannot be.
+    """
+    console = Console(stderr=True)
+    try:
+        suite = load_suite(suite_name)
+        repo = repo_root(Path.cwd())
+        commits = first_parent_commits(repo, good_ref, bad_ref)
+        good = commit_info(repo, good_ref)
+    except (SuiteError, RefError) as e:
+        raise InputError(str(e)) from None
+    if unknown := [m for m in metrics if m not in suite.gate]:
+        gated = ", ".join(suite.gate)
+        raise InputError(f"--metric {unknown[0]} is not gated by suite {suite.name} ({gated})")
+    command = "harness " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+
+    def announce(step: Step, followed: list[str]) -> None:
+        row = step_row(step, followed)
+        what = f"{row['ratio']} {row['ci']} {row['verdict']}"
+        console.print(
+            f"{step.role} {step.head.short} {step.head.subject[:50]}: {what} -> "
+            f"{step.mark} ({step.wall_s:.0f} s)",
+            markup=False,
+            highlight=False,
+        )
+
+    bisector = Bisector(
+        repo,
+        suite,
+        out_dir / "logs" / f"bisect-{suite.name}",
+        model,
+        flags,
+        isolated,
+        rounds,
+        max(rounds, max_rounds),
+        ready_timeout,
+        command,
+        progress=lambda label: LiveProgress(console, label, disabled=quiet),
+        announce=announce,
+    )
+    console.print(f"bisect: {len(commits)} first-parent commit(s) after {good.short}", markup=False)
+    try:
+        outcome = bisector.run(good, commits, tuple(metrics))
+    except (BisectError, RefError, ArmError, SuiteError) as e:
+        raise InputError(str(e)) from None
+    except KeyboardInterrupt:
+        console.print("interrupted: every server was stopped")
+        sys.exit(130)
+    data = summary(outcome, suite.name, good, command)
+    report = write_bisect_report(data, outcome.final, out_dir)
+    out = Console(width=140)
+    print_path(out, data)
+    out.print(headline(data), markup=False, highlight=False)
+    out.print(f"report: {report}", markup=False, highlight=False)
+    sys.exit(0 if outcome.culprit else EXIT_INVALID)

@@ -1,0 +1,190 @@
+"""The `harness` command line: `harness run` measures one arm, `harness suites` lists suites.
+Exit codes: 0 ok, 2 invalid run, infrastructure failure or server crash (and bad input)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import traceback
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from harness.arms.arms import ArmError, make_arm
+from harness.arms.launcher import LaunchError
+from harness.cli.ab import EXIT_INVALID, InputError, ab, compare, report
+from harness.cli.bisect import bisect
+from harness.cli.outputs import OutputError, writable_file
+from harness.cli.sweep import sweep
+from harness.report.display import LiveProgress, print_run
+from harness.runs.machine import harness_version
+from harness.runs.run import run_arm
+from harness.workload.suite import SuiteError, load_suite, shipped
+
+
+class GuardedGroup(click.Group):
+    """Every verb under one guard: an unexpected exception is one `Error:` line and exit 2,
+    never a traceback, whose exit code 1 would read as "regression"."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the guard of last resort
+            if os.environ.get("HARNESS_TRACEBACK"):
+                traceback.print_exc()
+            raise InputError(
+                f"internal error: {type(exc).__name__}: {exc} (a bug: please report it)"
+            ) from None
+
+
+@click.group(cls=GuardedGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(harness_version(), prog_name="harness")
+def main() -> None:
+    """Benchmark and gate LLM inference servers.
+
+    \b
+    harness ab --base main --head HEAD A/B two refs under load; exit 1 on a regression
+    harness sweep --levels 1,2,4,8     load curves, the knee; A/B them per level
+    harness bisect --good REF          name the commit that introduced a regression
+    harness suites                     list the shipped load suites
+    harness run --suite smoke          start the reference engine cold and measure it
+    harness run --suite smoke --serve-cmd "llama-server -m M.gguf --port {port}"
+    harness run --suite smoke --url http://127.0.0.1:8000 --pid 1234
+    """
+
+
+@main.command()
+@click.option(
+    "--suite",
+    "suite_name",
+    required=True,
+    metavar="NAME_OR_PATH",
+    help="A shipped suite name (see `harness suites`) or a path to a suite .toml.",
+)
+@click.option("--model", default=None, help="Model to serve and request [default: the suite's].")
+@click.option(
+    "--flags",
+    default=None,
+    help="Server flags, replacing the suite's `flags` (quote them as one argument).",
+)
+@click.option(
+    "--serve-cmd",
+    default=None,
+    metavar="TEMPLATE",
+    help="Start any OpenAI-compatible server instead of the reference engine. "
+    "{port} is required; {model}, {flags} and {python} are filled in too.",
+)
+@click.option("--url", default=None, help="Measure a server that is already running here.")
+@click.option(
+    "--pid",
+    type=int,
+    default=None,
+    help="With --url: the server's pid, so its memory can be sampled.",
+)
+@click.option(
+    "--repeat",
+    type=click.IntRange(1, 100),
+    default=1,
+    show_default=True,
+    help="Runs to make, each from a cold start.",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Run JSON to write [default: results/runs/<time>-<suite>.json].",
+)
+@click.option(
+    "--ready-timeout",
+    type=float,
+    default=120.0,
+    show_default=True,
+    help="Seconds to wait for the server to answer /health.",
+)
+@click.option("--quiet", is_flag=True, help="No live progress display.")
+def run(suite_name, model, flags, serve_cmd, url, pid, repeat, out, ready_timeout, quiet) -> None:
+    """Start one arm cold, drive the suite's phases, print the summary, write the run JSON.
+
+    The default arm is this working tree's reference engine
+    (`python -m engine.cli serve --model M --port P FLAGS`). Exits 0 when every run is
+    valid; 2 when a run is invalid (a phase's expected counters did not move, or more
+    requests failed than the suite allows), the server crashed or never became ready.
+
+    \b
+    harness run --suite smoke
+    harness run --suite suites/my.toml --flags "--max-batch-prefill-tokens 2048" --repeat 3
+    harness run --suite smoke --serve-cmd "llama-server -m M.gguf --port {port}"
+    """
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        suite = load_suite(suite_name)
+        arm = make_arm(model or suite.model, suite.flags if flags is None else flags,
+                       serve_cmd, url, pid)  # fmt: skip
+        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+        out = writable_file(out or Path("results/runs") / f"{stamp}-{suite.name}.json")
+    except (SuiteError, ArmError, OutputError) as exc:
+        raise InputError(str(exc)) from None
+    console = Console(stderr=True)
+    runs = []
+    try:
+        for i in range(repeat):
+            log = out.with_name(f"{out.stem}.server{i + 1}.log")
+            label = f"run {i + 1}/{repeat} " if repeat > 1 else ""
+            with LiveProgress(console, label, disabled=quiet) as progress:
+                runs.append(run_arm(suite, arm, log, progress, ready_timeout_s=ready_timeout))
+    except LaunchError as exc:
+        console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        if exc.log_tail:
+            console.print(f"server log tail:\n{exc.log_tail}", markup=False, highlight=False)
+        sys.exit(EXIT_INVALID)
+    except KeyboardInterrupt:
+        console.print("interrupted: the server was stopped", highlight=False)
+        sys.exit(130)
+    try:
+        out.write_text(json.dumps({"runs": runs}, indent=1) + "\n")  # the data before the table
+    except OSError as exc:
+        raise InputError(f"run JSON not written: {out}: {exc.strerror or exc}") from None
+    print_run(Console(), runs)
+    click.echo(f"run JSON: {out}")
+    if not all(r["valid"] for r in runs):
+        sys.exit(EXIT_INVALID)
+
+
+@main.command()
+def suites() -> None:
+    """List the shipped suites (suites/*.toml): name, model, phases, description."""
+    for name in shipped():
+        suite = load_suite(name)
+        phases = ", ".join(
+            f"{p.name}: {p.clients}x{p.requests} {p.arrival}"
+            + (f" x{p.bursts}" if p.bursts > 1 else "")
+            for p in suite.phases
+        )
+        click.echo(f"{name:<16} model={suite.model:<14} {phases}")
+        if suite.description:
+            click.echo(f"{'':<16} {suite.description}")
+
+
+main.add_command(ab)
+main.add_command(compare)
+main.add_command(report)
+main.add_command(sweep)
+main.add_command(bisect)
+
+
+def _terminate(signum, frame) -> None:
+    """SIGTERM does what Ctrl-C does. Inside asyncio.run, SIGINT's handler cancels the load
+    cleanly; raising here instead would land in whichever task happens to run."""
+    if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
+        raise KeyboardInterrupt
+    signal.raise_signal(signal.SIGINT)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,195 @@
+"""`harness sweep`: load curves of one arm or an A/B of two, the knee, goodput, a verdict per
+level. Exit codes: 0 pass, 1 regression at some level, 2 invalid run, crash or bad input."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from harness.arms.arms import ArmError
+from harness.arms.worktrees import RefError, repo_root
+from harness.cli.ab import InputError, side_options
+from harness.cli.options import report_options
+from harness.report.display import LiveProgress
+from harness.runs.ab import Side, label_arms, plan_arm
+from harness.stats.compare import ComparisonError
+from harness.sweep.knee import KNEE_GAIN, SloError, parse_slos
+from harness.sweep.report import print_sweep, sweep_result, write_sweep_report
+from harness.sweep.sweep import COLD, Sweep, SweepError, SweepRunner, parse_levels, rounds_by_level
+from harness.sweep.verdict import CURVE_METRICS, judge
+from harness.workload.suite import SuiteError, load_suite
+
+
+def _sides(ref, serve_cmd, flags_env, base_ref, head_ref, opts) -> dict[str, Side]:
+    """One arm (`--ref`/`--serve-cmd`) unless any --base*/--head* option names two."""
+    two = base_ref or head_ref or any(opts.values())
+    if two and (ref or serve_cmd):
+        raise InputError("give --ref/--serve-cmd for one arm, or --base/--head options for two")
+    if not two:
+        return {"arm": Side(ref, "", flags_env, serve_cmd)}
+    return {
+        arm: Side(r, opts[f"{arm}_flags"], opts[f"{arm}_env"], opts[f"{arm}_cmd"])
+        for arm, r in (("base", base_ref), ("head", head_ref))
+    }
+
+
+@click.command()
+@click.option(
+    "--suite",
+    "suite_name",
+    default="sweep",
+    show_default=True,
+    metavar="NAME_OR_PATH",
+    help="Its first phase gives the request shape.",
+)
+@click.option(
+    "--levels",
+    default=None,
+    metavar="1,2,4,...",
+    help="Closed-loop client counts [default: 1,2,4,8,16].",
+)
+@click.option(
+    "--rates",
+    default=None,
+    metavar="0.5,1,...",
+    help="Poisson arrival rates in requests/s, instead of --levels.",
+)
+@click.option(
+    "--requests",
+    type=click.IntRange(1, 100_000),
+    default=None,
+    help="Requests per level [default: max(16, 4 x clients); rates: max(16, 8 s x rate)].",
+)
+@click.option(
+    "--rounds",
+    type=click.IntRange(1, 100),
+    default=3,
+    show_default=True,
+    help="Each round starts every arm cold (ABBA order).",
+)
+@click.option(
+    "--cold",
+    type=click.Choice(COLD),
+    default="round",
+    show_default=True,
+    help="round: one cold server per round runs every level in ascending order; "
+    "level: one cold server per level.",
+)
+@click.option(
+    "--slo",
+    multiple=True,
+    metavar="METRIC=LIMIT",
+    help="e.g. ttft_p95_ms=2000 (repeatable): goodput is the highest level meeting all.",
+)
+@click.option(
+    "--knee-gain",
+    type=click.FloatRange(0, 10, min_open=True),
+    default=KNEE_GAIN,
+    show_default=True,
+    help="A step up gaining less than this fraction of tok/s per doubling is flat.",
+)
+@click.option(
+    "--ref", default=None, metavar="REF", help="One arm: this git ref's reference engine."
+)
+@click.option(
+    "--serve-cmd",
+    default=None,
+    metavar="TEMPLATE",
+    help="One arm: any OpenAI-compatible server, a command with {port}.",
+)
+@click.option("--env", "env", default="", metavar="'K=V ...'", help="One arm: its environment.")
+@click.option("--base", "base_ref", default=None, metavar="REF", help="Two arms: base's git ref.")
+@click.option("--head", "head_ref", default=None, metavar="REF", help="Two arms: head's git ref.")
+@side_options
+@click.option("--model", default=None, help="Model for every arm [default: the suite's].")
+@click.option("--flags", default=None, help="Server flags for every arm, replacing the suite's.")
+@click.option("--isolated", is_flag=True, help="Serve each git ref from its own venv.")
+@report_options
+def sweep(
+    suite_name,
+    levels,
+    rates,
+    requests,
+    rounds,
+    cold,
+    slo,
+    knee_gain,
+    ref,
+    serve_cmd,
+    env,
+    base_ref,
+    head_ref,
+    model,
+    flags,
+    isolated,
+    out_dir,
+    ready_timeout,
+    quiet,
+    **side_opts,
+):
+    """Load curves: run the suite's request shape at each level, find the knee and goodput;
+    with two arms, gate every level like `harness ab` does.
+
+    \b
+    harness sweep --levels 1,2,4,8,16                       # this working tree
+    harness sweep --rates 0.5,1,2,4 --slo ttft_p95_ms=2000
+    harness sweep --head-flags "--parallel 2" --levels 1,2,4,8
+    harness sweep --base main --head HEAD --rounds 5
+
+    Knee: the lowest level after which every step up gains < --knee-gain tok/s per doubling while
+    TTFT p95 rises at every step. Goodput: the highest level that, with every level below
+    it, meets every --slo. Writes results/DATE-sweep-SUITE-....md (+ .json, plots).
+    Exit 0 pass (or one valid arm), 1 head regresses at some level (the report names the
+    first), 2 invalid run, crash or bad input. docs/sweep.md has the details.
+    """
+    console = Console(stderr=True)
+    if levels and rates:
+        raise InputError("give --levels or --rates, not both")
+    mode = "rate" if rates else "concurrency"
+    try:
+        values = parse_levels(rates or levels or "1,2,4,8,16", mode)
+        slos = parse_slos(slo, set(CURVE_METRICS))
+        sides = _sides(ref, serve_cmd, env, base_ref, head_ref, side_opts)
+        suite = load_suite(suite_name)
+        repo = repo_root(Path.cwd())
+        plans = {n: plan_arm(n, s, repo, suite, model, flags, isolated) for n, s in sides.items()}
+        if len(plans) == 2:
+            label_arms(plans, sides)
+    except (SuiteError, ArmError, RefError, SweepError, SloError) as e:
+        raise InputError(str(e)) from None
+    plan = Sweep(suite, mode, values, requests, cold)
+    runner = SweepRunner(
+        plan,
+        plans,
+        out_dir / "logs" / f"sweep-{suite.name}",
+        rounds,
+        ready_timeout,
+        progress=lambda label: LiveProgress(console, label, disabled=quiet),
+    )
+    try:
+        raw = runner.run()
+        by_level = rounds_by_level(raw["runs"], plan.names(), list(plans))
+        verdict = judge(
+            by_level,
+            values,
+            list(plans),
+            suite.gate,
+            suite.memory_slack_bytes,
+            slos,
+            raw["crash"],
+            knee_gain,
+        )
+    except ComparisonError as e:
+        raise InputError(str(e)) from None
+    except KeyboardInterrupt:
+        console.print("interrupted: every server was stopped")
+        sys.exit(130)
+    command = "harness " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    result = sweep_result(plan, plans, rounds, raw, by_level, verdict, command)
+    report = write_sweep_report(result, out_dir)
+    print_sweep(Console(width=120), result, report)
+    sys.exit(verdict["exit_code"])

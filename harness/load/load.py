@@ -1,0 +1,202 @@
+"""The load generator: streaming OpenAI requests fired by burst, closed-loop concurrency or a
+seeded Poisson rate, each timed from send to first content chunk to end of stream."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import random
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+
+import aiohttp
+
+from harness.load.prompts import Prompt
+from harness.load.record import RequestRecord
+from harness.workload.suite import Phase
+
+READ_BUFSIZE = 10 * 1024 * 1024  # one SSE line must fit; a small buffer also costs reads
+FAILED_FINISH = ("error", "cancelled")  # a stream the server ended this way did not complete
+
+
+class StreamError(ValueError):
+    """A stream event that is not an OpenAI chunk; the request is recorded as failed."""
+
+
+def make_session(clients: int = 256, read_timeout_s: float = 300.0) -> aiohttp.ClientSession:
+    """One session, one connector, for the whole run (probes and load alike)."""
+    connector = aiohttp.TCPConnector(limit=max(clients, 1) + 8, force_close=False)
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=read_timeout_s)
+    return aiohttp.ClientSession(connector=connector, timeout=timeout, read_bufsize=READ_BUFSIZE)
+
+
+def arrival_offsets(phase: Phase) -> list[float] | None:
+    """Due times (seconds after the phase start), or None for closed-loop concurrency."""
+    if phase.arrival == "concurrency":
+        return None
+    if phase.arrival == "burst":
+        return [0.0] * phase.requests
+    rng, t, out = random.Random(phase.seed), 0.0, []
+    for _ in range(phase.requests):
+        out.append(t)
+        t += rng.expovariate(phase.rate)
+    return out
+
+
+def request_body(phase: Phase, model: str, prompt: str) -> tuple[str, dict]:
+    body = {
+        "model": model,
+        "max_tokens": phase.max_tokens,
+        "temperature": phase.temperature,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if phase.ignore_eos:
+        body["ignore_eos"] = True
+    if phase.endpoint == "chat":
+        return "/v1/chat/completions", body | {"messages": [{"role": "user", "content": prompt}]}
+    return "/v1/completions", body | {"prompt": prompt}
+
+
+@contextmanager
+def frozen_gc() -> Iterator[None]:
+    """No collector pauses inside a phase: collect, freeze the survivors, disable. Enter it
+    before the phase's clock starts (a full collection takes tens of milliseconds)."""
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        gc.unfreeze()
+
+
+class LoadDriver:
+    """Runs the requests of one phase against `base` and returns their records."""
+
+    def __init__(self, session: aiohttp.ClientSession, base: str, model: str, t0: float) -> None:
+        self.session, self.base, self.model, self.t0 = session, base, model, t0
+        self.stop = asyncio.Event()  # set when the server is gone: unsent requests are skipped
+
+    def now(self) -> float:
+        return time.perf_counter() - self.t0
+
+    async def run_phase(
+        self,
+        phase: Phase,
+        prompts: list[Prompt],
+        on_done: Callable[[RequestRecord], None] = lambda r: None,
+    ) -> list[RequestRecord]:
+        """Fire the phase; a burst phase with `bursts` > 1 fires its bursts back to back, each
+        with fresh prompts (`prompts` holds them all), each when the previous one has ended."""
+        offsets = arrival_offsets(phase)
+        slots = asyncio.Semaphore(phase.clients)
+
+        async def one(i: int, start: float) -> RequestRecord:
+            rec = RequestRecord(phase.name, i, prompts[i].tokens, phase.max_tokens)
+            if offsets is not None:
+                due = start + offsets[i % len(offsets)]
+                await self._sleep_until(due)
+                rec.arrival = due
+            async with slots:
+                if self.stop.is_set():
+                    rec.arrival = rec.send = rec.end = self.now()
+                    rec.error = "not sent: the server was gone"
+                else:
+                    if offsets is None:
+                        rec.arrival = self.now()
+                    await self.request(phase, prompts[i].text, rec)
+            on_done(rec)
+            return rec
+
+        records: list[RequestRecord] = []
+        for b in range(phase.bursts):  # a gone server: the later bursts record "not sent"
+            start, first = self.now(), b * phase.requests
+            batch = range(first, first + phase.requests)
+            records += await asyncio.gather(*(one(i, start) for i in batch))
+        return records
+
+    async def _sleep_until(self, due: float) -> None:
+        delay = due - self.now()
+        if delay > 0:
+            with suppress(TimeoutError):
+                await asyncio.wait_for(self.stop.wait(), delay)
+
+    async def request(self, phase: Phase, prompt: str, rec: RequestRecord) -> None:
+        """Stream one request into `rec`; any failure is recorded on it, never raised."""
+        path, body = request_body(phase, self.model, prompt)
+        rec.send = self.now()
+        try:
+            async with self.session.post(self.base + path, json=body) as resp:
+                rec.status = resp.status
+                if resp.status != 200:
+                    rec.error = _error_text(await resp.text())
+                else:
+                    await self._read_stream(resp, rec)
+        except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
+            rec.error = f"{type(exc).__name__}: {exc}"[:500]
+        rec.end = self.now()
+
+    async def _read_stream(self, resp: aiohttp.ClientResponse, rec: RequestRecord) -> None:
+        last, done = None, False
+        async for raw in resp.content:
+            line = raw.strip()
+            if not line.startswith(b"data:"):
+                continue
+            data = line[5:].strip()
+            if data == b"[DONE]":
+                done = True
+                break
+            now = self.now()
+            event = _event(data)
+            if "error" in event:
+                rec.error = _error_text(json.dumps(event))
+                return
+            rec.response_id = rec.response_id or event.get("id")
+            if isinstance(event.get("usage"), dict):
+                rec.output_tokens = event["usage"].get("completion_tokens")
+                rec.usage_prompt_tokens = event["usage"].get("prompt_tokens")
+            for choice in event.get("choices") or []:
+                delta = choice.get("delta")
+                text = choice.get("text") or (
+                    delta.get("content") if isinstance(delta, dict) else None
+                )
+                if text:
+                    if last is None:
+                        rec.first_token = now
+                    else:
+                        rec.itl_s.append(now - last)
+                    last = now
+                    rec.client_tokens += 1
+                rec.finish_reason = choice.get("finish_reason") or rec.finish_reason
+        if rec.finish_reason is None:  # every complete OpenAI stream ends with one
+            rec.error = "stream cut off: no finish_reason" + ("" if done else " and no [DONE]")
+        elif rec.finish_reason in FAILED_FINISH:
+            rec.error = f"stream ended with finish_reason {rec.finish_reason!r}"
+
+
+def _event(data: bytes) -> dict:
+    """One `data:` payload as an OpenAI chunk: an object whose choices are objects."""
+    try:
+        event = json.loads(data)
+    except ValueError:
+        raise StreamError(f"stream event is not JSON: {data[:80]!r}") from None
+    if not isinstance(event, dict):
+        raise StreamError(f"stream event is not a JSON object: {data[:80]!r}")
+    choices = event.get("choices")
+    if choices is not None and not (
+        isinstance(choices, list) and all(isinstance(c, dict) for c in choices)
+    ):
+        raise StreamError(f"stream event's choices is not a list of objects: {data[:80]!r}")
+    return event
+
+
+def _error_text(body: str) -> str:
+    try:
+        message = json.loads(body)["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        message = body
+    return str(message).strip()[:500]

@@ -1,0 +1,105 @@
+"""Per-request records -> the summary scalars of a phase and of a run (pandas). The definitions
+are in docs/measurement.md; percentiles interpolate linearly between order statistics."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from harness.load.record import RequestRecord
+
+SUMMARY_KEYS = (
+    "ttft_p50_ms", "ttft_p95_ms", "ttft_p99_ms", "tpot_ms", "itl_p50_ms", "e2e_p50_ms",
+    "e2e_p95_ms", "tok_s", "req_s", "errors", "peak_rss_bytes", "peak_rss_sampled_bytes",
+    "peak_device_bytes", "startup_s",
+)  # fmt: skip
+
+
+def frame(records: list[RequestRecord]) -> pd.DataFrame:
+    rows = [
+        {
+            "phase": r.phase,
+            "ok": r.ok,
+            "send": r.send,
+            "end": r.end,
+            "queue_ms": r.queue_s * 1e3,
+            "ttft_ms": _ms(r.ttft_s),
+            "e2e_ms": _ms(r.e2e_s),
+            "tpot_ms": _ms(r.tpot_s),
+            "tokens": r.tokens,
+            "mismatch": r.token_mismatch,
+            "usage_missing": r.output_tokens is None,
+        }
+        for r in records
+    ]
+    return pd.DataFrame(rows, columns=list(rows[0]) if rows else ["phase", "ok"])
+
+
+def latency_stats(records: list[RequestRecord]) -> dict:
+    """Latency, throughput and error scalars over `records` (any number of phases).
+    tok_s and req_s divide by the sum of each phase's span (first send -> last completion)."""
+    df = frame(records)
+    ok = df[df["ok"]] if len(df) else df
+    itl = [g * 1e3 for r in records if r.ok for g in r.itl_s]
+    span = sum(_span(df[df["phase"] == name]) for name in dict.fromkeys(df.get("phase", [])))
+    tokens = int(ok["tokens"].sum()) if len(ok) else 0
+    return {
+        "requests": len(df),
+        "ok": len(ok),
+        "errors": len(df) - len(ok),
+        "ttft_p50_ms": _q(ok, "ttft_ms", 0.50),
+        "ttft_p95_ms": _q(ok, "ttft_ms", 0.95),
+        "ttft_p99_ms": _q(ok, "ttft_ms", 0.99),
+        "tpot_ms": _q(ok, "tpot_ms", 0.50),
+        "itl_p50_ms": float(pd.Series(itl).quantile(0.5)) if itl else None,
+        "e2e_p50_ms": _q(ok, "e2e_ms", 0.50),
+        "e2e_p95_ms": _q(ok, "e2e_ms", 0.95),
+        "queue_p50_ms": _q(ok, "queue_ms", 0.50),
+        "queue_p95_ms": _q(ok, "queue_ms", 0.95),
+        "output_tokens": tokens,
+        "tok_s": tokens / span if span > 0 else None,
+        "req_s": len(ok) / span if span > 0 else None,
+        "token_mismatches": int(df["mismatch"].sum()) if len(df) else 0,
+        "usage_missing": int(ok["usage_missing"].sum()) if len(ok) else 0,
+    }
+
+
+def run_summary(
+    records: list[RequestRecord], phase_memory: list[dict], startup_s: float | None
+) -> dict:
+    """The run's `summary`: latency over every measured request, memory peaks as the max over
+    phases (None when no phase knew the value)."""
+    stats = latency_stats(records)
+    summary = {k: stats[k] for k in SUMMARY_KEYS if k in stats}
+    summary["peak_rss_bytes"] = _max(m.get("peak_rss_bytes") for m in phase_memory)
+    summary["peak_rss_sampled_bytes"] = _max(m.get("peak_rss_sampled_bytes") for m in phase_memory)
+    summary["peak_device_bytes"] = _max(m.get("peak_device_bytes") for m in phase_memory)
+    summary["startup_s"] = startup_s
+    extra = {
+        k: stats[k] for k in ("queue_p50_ms", "queue_p95_ms", "token_mismatches", "usage_missing")
+    }
+    return {k: summary[k] for k in SUMMARY_KEYS} | extra
+
+
+def _span(df: pd.DataFrame) -> float:
+    ok = df[df["ok"]]
+    if not len(ok):
+        return 0.0
+    return float(ok["end"].max() - df["send"].min())
+
+
+def _q(df: pd.DataFrame, col: str, q: float) -> float | None:
+    if not len(df):
+        return None
+    values = df[col].dropna()
+    return float(values.quantile(q)) if len(values) else None
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1e3
+
+
+def _max(values) -> int | None:
+    known = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    return max(known) if known else None

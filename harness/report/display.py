@@ -1,0 +1,115 @@
+"""What a person sees: a live rich progress bar per phase while a run goes, then the summary
+table of one or more runs and the verdicts on their counter expectations."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from harness.load.phase import Progress as PhaseProgress
+from harness.load.record import RequestRecord
+
+MIB = 1024 * 1024
+ROWS = (
+    ("TTFT p50 (ms)", "ttft_p50_ms", "{:.1f}"),
+    ("TTFT p95 (ms)", "ttft_p95_ms", "{:.1f}"),
+    ("TTFT p99 (ms)", "ttft_p99_ms", "{:.1f}"),
+    ("TPOT p50 (ms)", "tpot_ms", "{:.2f}"),
+    ("ITL p50 (ms)", "itl_p50_ms", "{:.2f}"),
+    ("E2E p50 (ms)", "e2e_p50_ms", "{:.1f}"),
+    ("E2E p95 (ms)", "e2e_p95_ms", "{:.1f}"),
+    ("output tok/s", "tok_s", "{:.1f}"),
+    ("requests/s", "req_s", "{:.2f}"),
+    ("errors", "errors", "{}"),
+    ("token count mismatches", "token_mismatches", "{}"),
+    ("responses without usage", "usage_missing", "{}"),
+    ("client queue p50 (ms)", "queue_p50_ms", "{:.1f}"),
+    ("peak RSS, exact (MiB)", "peak_rss_bytes", "mib"),
+    ("peak RSS, sampled (MiB)", "peak_rss_sampled_bytes", "mib"),
+    ("peak device (MiB)", "peak_device_bytes", "mib"),
+    ("startup (s)", "startup_s", "{:.2f}"),
+)
+
+
+class LiveProgress(PhaseProgress):
+    """A rich progress bar per phase: requests done / total."""
+
+    def __init__(self, console: Console, label: str = "", disabled: bool = False) -> None:
+        self.label = label
+        self.bar = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), console=console, disable=disabled,
+        )  # fmt: skip
+        self.task = None
+
+    def __enter__(self) -> LiveProgress:
+        self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.stop()
+
+    def phase_started(self, name: str, total: int) -> None:
+        self.task = self.bar.add_task(f"{self.label}{name}", total=total)
+
+    def request_done(self, record: RequestRecord) -> None:
+        if self.task is not None:
+            self.bar.advance(self.task)
+
+
+def fmt(value: object, pattern: str) -> str:
+    if value is None:
+        return "-"
+    if pattern == "mib":
+        return f"{value / MIB:.1f}"
+    return pattern.format(value)
+
+
+def summary_table(runs: list[dict], title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column("metric")
+    for i in range(len(runs)):
+        table.add_column(f"run {i + 1}" if len(runs) > 1 else "value", justify="right")
+    for label, key, pattern in ROWS:
+        table.add_row(label, *(fmt(run["summary"].get(key), pattern) for run in runs))
+    table.add_row("sampled caught exact peak", *(_caught(run) for run in runs))
+    table.add_row("verdict", *(_verdict(run) for run in runs))
+    table.add_row("fingerprint", *(run["fingerprint"] for run in runs))
+    return table
+
+
+def print_run(console: Console, runs: list[dict]) -> None:
+    """The table, then one line per expectation and per reason a run is invalid."""
+    first = runs[0]
+    model = first["server"].get("served_model") or first["arm"]["model"]
+    title = f"{first['suite']['name']} on {first['arm']['kind']} arm ({model})"
+    console.print(summary_table(runs, title))
+    console.print(f"prompt tokens counted by: {first['prompt_tokenizer']}")
+    for i, run in enumerate(runs):
+        tag = f"run {i + 1}: " if len(runs) > 1 else ""
+        for phase, result in run["phases"].items():
+            for o in result["expect"]:
+                delta = "-" if o["delta"] is None else f"{o['delta']:g}"
+                note = f" ({o['note']})" if o["note"] else ""
+                console.print(
+                    f"{tag}expect [{phase}] {o['series']} {o['rule']}: "
+                    f"{o['status'].upper()} delta={delta}{note}",
+                    markup=False, highlight=False,
+                )  # fmt: skip
+        for reason in run["invalid_reasons"]:
+            console.print(f"[bold red]{tag}INVALID:[/] {escape(reason)}")
+        if run["server"].get("log_tail"):
+            console.print(f"{tag}server log tail ({run['server']['log_path']}):")
+            console.print(run["server"]["log_tail"], markup=False, highlight=False)
+
+
+def _caught(run: dict) -> str:
+    flags = [p["memory"].get("sampled_caught_peak") for p in run["phases"].values()]
+    known = [f for f in flags if f is not None]
+    return "-" if not known else ("yes" if all(known) else "no")
+
+
+def _verdict(run: dict) -> str:
+    return {"ok": "VALID", "invalid": "INVALID", "crashed": "CRASHED"}.get(run["outcome"], "?")

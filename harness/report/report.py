@@ -1,0 +1,134 @@
+"""The A/B report: a dated Markdown file in results/ with the full result as JSON beside it and
+PNG plots, rendered from templates/report.md.j2; re-renderable from the saved JSON."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from harness.report import tables
+from harness.report.engagement import engagement
+from harness.report.plots import arms_present, plot_rss, plot_ttft
+from harness.stats.power import power_rows, round_walls
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "templates"  # the repo's templates/
+
+
+def slug(name: str, limit: int = 40) -> str:
+    """A name made safe for a file path: runs of other characters become one '-'."""
+    return re.sub(r"[^A-Za-z0-9._]+", "-", name).strip("-.")[:limit].strip("-.") or "unnamed"
+
+
+def report_stem(ab: dict) -> str:
+    """YYYY-MM-DD-<suite>-<base>-vs-<head>, from the result's own creation date."""
+    return "-".join(
+        [
+            ab["created"][:10],
+            slug(ab["suite"]),
+            slug(ab["base"]["label"]),
+            "vs",
+            slug(ab["head"]["label"]),
+        ]
+    )
+
+
+def _plain(obj: object) -> object:
+    if hasattr(obj, "to_dict"):
+        return obj.to_dict()
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return dataclasses.asdict(obj)
+    if hasattr(obj, "item"):  # numpy scalars
+        return obj.item()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"cannot store {type(obj).__name__} in the report JSON")
+
+
+def to_plain(ab_result: dict) -> dict:
+    """The result as plain JSON data: exactly what is saved, so a re-render sees the same input."""
+    return json.loads(json.dumps(ab_result, default=_plain))
+
+
+def _cell(value: object) -> str:
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def template_env() -> Environment:
+    """The report templates' environment (A/B, sweep, bisect), with the table-cell filter."""
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["cell"] = _cell
+    return env
+
+
+def render_markdown(ab: dict, plots: dict[str, str]) -> str:
+    """Markdown for a plain A/B result; `plots` maps 'rss'/'ttft' to file names beside it."""
+    env = template_env()
+    comparison = ab["comparison"]
+    arms, arm_warnings = tables.arm_sections(ab)
+    counter_arms, counter_rows, counter_folded = engagement(ab["rounds"])
+    machine, load, machine_warnings = tables.machine_and_load(ab)
+    load |= tables.sampler_and_prompts(ab)
+    return env.get_template("report.md.j2").render(
+        ab=ab,
+        comparison=comparison,
+        verdict_line=tables.verdict_line(comparison),
+        metric_rows=tables.metric_rows(comparison),
+        power_rows=power_rows(comparison),
+        walls=round_walls(ab["rounds"]),
+        looks=_looks(comparison),
+        has_null=bool(comparison.get("noise")),
+        key_metrics=tables.KEY_METRICS,
+        round_rows=tables.round_rows(ab["rounds"]),
+        plots=plots,
+        arms=arms,
+        counter_arms=counter_arms,
+        counter_rows=counter_rows,
+        counter_folded=counter_folded,
+        machine=machine,
+        load=load,
+        warnings=comparison["warnings"]
+        + [f"invalid: {line}" for line in comparison["invalid"]]
+        + arm_warnings
+        + machine_warnings,
+    )
+
+
+def _looks(comparison: dict) -> str:
+    schedule = comparison.get("schedule") or {}
+    looks = ", ".join(str(r) for r in schedule.get("looks", [])) or "one, at the end"
+    return f"{looks} rounds (stopped after {comparison['rounds']})"
+
+
+def write_report(ab_result: dict, out_dir: Path) -> Path:
+    """Write <stem>.md, <stem>.json and <stem>-rss.png / -ttft.png under out_dir; return the .md."""
+    ab = to_plain(ab_result)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = report_stem(ab)
+    (out_dir / f"{stem}.json").write_text(json.dumps(ab, indent=1) + "\n")  # the data first
+    labels = {"base": ab["base"]["label"], "head": ab["head"]["label"], "null": "base again"}
+    plots = {}
+    if arms_present(ab["rounds"]):  # an arm that crashed before any run leaves nothing to plot
+        plots = {"rss": f"{stem}-rss.png", "ttft": f"{stem}-ttft.png"}
+        plot_rss(ab["rounds"], labels, out_dir / plots["rss"])
+        plot_ttft(ab["rounds"], labels, out_dir / plots["ttft"])
+    md = out_dir / f"{stem}.md"
+    md.write_text(render_markdown(ab, plots))
+    return md
+
+
+def rerender_report(json_path: Path, out_dir: Path | None = None) -> Path:
+    """`harness report RUN.json`: render the report again from a saved result."""
+    json_path = Path(json_path)
+    ab = json.loads(json_path.read_text())
+    return write_report(ab, out_dir if out_dir is not None else json_path.parent)

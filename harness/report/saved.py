@@ -1,0 +1,152 @@
+"""Saved results: read the JSON of an A/B result or of single runs, and compare two saved
+files offline (`harness compare A.json B.json`: A's runs are base, B's runs are head)."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from pathlib import Path
+
+from harness.stats.compare import ComparisonError, compare_rounds
+
+DEFAULT_TOLERANCES = {
+    "ttft_p50_ms": 0.10,
+    "ttft_p95_ms": 0.10,
+    "tok_s": 0.10,
+    "peak_rss_bytes": 0.05,
+    "peak_device_bytes": 0.05,
+}
+OFFLINE_CAVEAT = (
+    "offline compare: the two sets of runs did not interleave in one job, so round i of A is "
+    "paired with run i of B; the CI holds only if both ran on the same machine under like load"
+)
+
+
+RESULT_SHAPE = {"suite": str, "created": str, "base": dict, "head": dict, "rounds": list,
+                "comparison": dict}  # fmt: skip
+COMPARISON_SHAPE = {"verdict": str, "exit_code": int, "rounds": int, "metrics": list,
+                    "invalid": list, "warnings": list}  # fmt: skip
+
+
+def read_json(path: Path) -> object:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ComparisonError(f"{path}: not UTF-8 text") from None
+    except ValueError as exc:
+        raise ComparisonError(f"{path}: not JSON: {exc}") from None
+
+
+def runs_of(doc: object, arm: str = "head") -> list[dict]:
+    """The runs in a saved document: one arm of an A/B result, a list of runs, or one run."""
+    if isinstance(doc, list):
+        runs = doc
+    elif not isinstance(doc, dict):
+        runs = None
+    elif isinstance(doc.get("rounds"), list):
+        rounds = [r for r in doc["rounds"] if isinstance(r, dict)]
+        runs = [r[arm] for r in rounds if r.get(arm) is not None]
+    elif "runs" in doc:
+        runs = doc["runs"]
+    elif "summary" in doc:
+        runs = [doc]
+    else:
+        runs = None
+    if not isinstance(runs, list) or not all(_is_run(r) for r in runs):
+        raise ComparisonError(
+            "not a saved result: expected an A/B result's rounds, a run JSON's runs, or runs "
+            "with a summary and a fingerprint"
+        )
+    return runs
+
+
+def _runs_in(doc: object, arm: str, path: Path) -> list[dict]:
+    try:
+        return runs_of(doc, arm)
+    except ComparisonError as exc:
+        raise ComparisonError(f"{path}: {exc}") from None
+
+
+def _is_run(run: object) -> bool:
+    return isinstance(run, dict) and isinstance(run.get("summary"), dict) and "fingerprint" in run
+
+
+def load_result(path: Path) -> dict:
+    """A saved A/B result (`harness ab` or `harness compare` wrote it), its shape checked."""
+    doc = read_json(path)
+    where = f"{path}: not an A/B result"
+    if not isinstance(doc, dict):
+        raise ComparisonError(f"{where} (a JSON object with rounds and a comparison)")
+    for shape, table, name in (
+        (RESULT_SHAPE, doc, ""),
+        (COMPARISON_SHAPE, doc.get("comparison"), "comparison."),
+    ):
+        for key, kind in shape.items():
+            if not isinstance((table or {}).get(key), kind):
+                raise ComparisonError(f"{where}: {name}{key} missing or not {kind.__name__}")
+    for arm in ("base", "head"):
+        if not isinstance(doc[arm].get("label"), str):
+            raise ComparisonError(f"{where}: {arm}.label missing")
+    runs_of(doc, "base"), runs_of(doc, "head")
+    if not all(isinstance(m, dict) for m in doc["comparison"]["metrics"]):
+        raise ComparisonError(f"{where}: comparison.metrics must be objects")
+    return doc
+
+
+def tolerances_of(doc: dict | list) -> dict[str, float]:
+    """The per-metric tolerances an A/B result was gated with (empty for bare runs)."""
+    metrics = ((doc.get("comparison") or {}) if isinstance(doc, dict) else {}).get("metrics")
+    if not isinstance(metrics, list):
+        return {}
+    tolerances = {m.get("name"): m.get("tolerance") for m in metrics if isinstance(m, dict)}
+    if not all(isinstance(k, str) and isinstance(v, int | float) for k, v in tolerances.items()):
+        raise ComparisonError("comparison.metrics: each needs a name and a numeric tolerance")
+    return tolerances
+
+
+def _arm(doc: dict | list, arm: str, path: Path, runs: list[dict]) -> dict:
+    if isinstance(doc, dict) and arm in doc and "label" in doc[arm]:
+        return doc[arm]
+    commit = (runs[0].get("server") or {}).get("commit") if runs else None
+    return {"label": path.stem, "ref": None, "commit": commit, "flags": [], "env": {}, "cmd": ""}
+
+
+def compare_saved(
+    a_path: Path,
+    b_path: Path,
+    tolerances: dict[str, float] | None = None,
+    slack_bytes: float = 0,
+    *,
+    arm_a: str = "head",
+    arm_b: str = "head",
+    created: str | None = None,
+) -> dict:
+    """An A/B result (ready for write_report) from two saved files: A's runs as base, B's as
+    head, paired by index. Tolerances default to A's own, else DEFAULT_TOLERANCES."""
+    a_path, b_path = Path(a_path), Path(b_path)
+    doc_a, doc_b = read_json(a_path), read_json(b_path)
+    base, head = _runs_in(doc_a, arm_a, a_path), _runs_in(doc_b, arm_b, b_path)
+    if not base or not head:
+        raise ComparisonError(f"no runs in {a_path if not base else b_path}")
+    tolerances = tolerances or tolerances_of(doc_a) or DEFAULT_TOLERANCES
+    n = min(len(base), len(head))
+    rounds = [
+        {"round": i, "order": ["base", "head"], "base": base[i], "head": head[i], "null": None}
+        for i in range(n)
+    ]
+    comparison = compare_rounds(rounds, tolerances, slack_bytes)
+    comparison.warnings.append(OFFLINE_CAVEAT)
+    if len(base) != len(head):
+        comparison.warnings.append(
+            f"{len(base)} base runs vs {len(head)} head runs: only the first {n} of each compared"
+        )
+    return {
+        "suite": doc_a.get("suite", "offline") if isinstance(doc_a, dict) else "offline",
+        "base": _arm(doc_a, arm_a, a_path, base),
+        "head": _arm(doc_b, arm_b, b_path, head),
+        "rounds": rounds,
+        "comparison": comparison.to_dict(),
+        "command": f"harness compare {a_path} {b_path}",
+        "created": created or date.today().isoformat(),
+        "crash": None,
+    }

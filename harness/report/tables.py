@@ -1,0 +1,206 @@
+"""Report tables: pure functions from an A/B result (plain JSON data) to the rows and lines
+that templates/report.md.j2 lays out."""
+
+from __future__ import annotations
+
+import json
+from statistics import median
+
+from harness.runs.machine import machine_identity
+from harness.stats.compare import EXIT_MEANING
+from harness.stats.verdict import clear_change
+
+KEY_METRICS = ("ttft_p50_ms", "ttft_p95_ms", "e2e_p50_ms", "tok_s", "peak_rss_bytes", "errors")
+ARM_ORDER = ("base", "head", "null")
+MIB = 2**20
+VERDICT_WORDS = {
+    "REGRESSION": "regressed",
+    "INCONCLUSIVE": "inconclusive (see warnings)",
+    "IMPROVEMENT": "improved",
+}
+
+
+def fmt_value(metric: str, v: float | None) -> str:
+    if v is None:
+        return "n/a"
+    if metric.endswith("_ms"):
+        return f"{v:.1f} ms"
+    if metric.endswith("_bytes"):
+        return f"{v / MIB:.1f} MiB"
+    if metric == "tok_s":
+        return f"{v:.1f} tok/s"
+    if metric == "req_s":
+        return f"{v:.2f} req/s"
+    if metric.endswith("_s"):
+        return f"{v:.2f} s"
+    return f"{v:g}"
+
+
+def fmt_ratio(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+def fmt_ci(lo: float | None, hi: float | None) -> str:
+    return "n/a" if lo is None or hi is None else f"[{lo:.3f}, {hi:.3f}]"
+
+
+def fmt_mde(m: dict) -> str:
+    if m["mde"] is None:
+        return "n/a"
+    if m["method"] == "minmax":
+        return f"flags head above {m['mde']:.3f}x base (min/max rule)"
+    return f"±{(m['mde'] - 1) * 100:.1f}%"
+
+
+def verdict_line(comparison: dict) -> str:
+    """The report's first line: overall verdict, exit code and what it means, and which metrics."""
+    code = comparison["exit_code"]
+    line = f"# {comparison['verdict']}: exit {code} ({EXIT_MEANING[code]})"
+    by_verdict: dict[str, list[str]] = {}
+    for m in comparison["metrics"]:
+        by_verdict.setdefault(m["verdict"], []).append(f"{m['name']} {fmt_ratio(m['ratio'])}x")
+    for verdict, said in VERDICT_WORDS.items():
+        if verdict in by_verdict:
+            line += f"; {said}: {', '.join(by_verdict[verdict])}"
+    changed = [f"{m['name']} {c}" for m in comparison["metrics"] if (c := clear_change(m))]
+    if changed:
+        line += f"; changed within tolerance: {', '.join(changed)}"
+    if comparison["invalid"]:
+        line += f"; {len(comparison['invalid'])} invalid run(s) or crash"
+    return line
+
+
+def metric_rows(comparison: dict) -> list[dict]:
+    noise = {n["name"]: n for n in comparison.get("noise", [])}
+    rows = []
+    for m in comparison["metrics"]:
+        base = [v for v in m["base"] if v is not None]
+        head = [v for v in m["head"] if v is not None]
+        n = noise.get(m["name"])
+        rows.append(
+            {
+                "name": m["name"],
+                "base": fmt_value(m["name"], median(base) if base else None),
+                "head": fmt_value(m["name"], median(head) if head else None),
+                "ratio": fmt_ratio(m["ratio"]),
+                "ci": fmt_ci(m["ci_low"], m["ci_high"]),
+                "tolerance": f"{m['tolerance'] * 100:g}%",
+                "verdict": (f"PASS: {c}" if (c := clear_change(m)) else m["verdict"])
+                + (f" ({m['note']})" if m["note"] else ""),
+                "noise": _fmt_noise(n),
+                "method": m["method"],
+                "mde": fmt_mde(m),
+            }
+        )
+    return rows
+
+
+def _fmt_noise(n: dict | None) -> str:
+    if n is None or n["ratio"] is None:
+        return "n/a"
+    return f"{fmt_ratio(n['ratio'])} {fmt_ci(n['ci_low'], n['ci_high'])} {n['verdict']}"
+
+
+def round_rows(rounds: list[dict]) -> list[dict]:
+    rows = []
+    for rnd in rounds:
+        order = list(rnd.get("order") or ARM_ORDER[:2])
+        order += [a for a in ARM_ORDER if rnd.get(a) is not None and a not in order]
+        for pos, arm in enumerate(order, start=1):
+            run = rnd.get(arm)
+            summary = (run or {}).get("summary", {})
+            rows.append(
+                {
+                    "round": rnd["round"],
+                    "position": pos,
+                    "arm": arm,
+                    "values": [fmt_value(k, summary.get(k)) for k in KEY_METRICS],
+                    "valid": "no run" if run is None else ("yes" if run.get("valid") else "NO"),
+                }
+            )
+    return rows
+
+
+def _runs(rounds: list[dict], arm: str) -> list[dict]:
+    return [r[arm] for r in rounds if r.get(arm) is not None]
+
+
+def commits_match(asked: str, reported: str) -> bool:
+    """Short and full SHAs of the same commit match; a dirty tree's suffix does not."""
+    return bool(asked and reported) and (asked.startswith(reported) or reported.startswith(asked))
+
+
+def arm_sections(ab: dict) -> tuple[list[dict], list[str]]:
+    sections, warnings = [], []
+    for arm in ARM_ORDER:
+        runs = _runs(ab["rounds"], arm)
+        if arm == "null" and not runs:
+            continue
+        desc = ab["base"] if arm == "null" else ab[arm]
+        servers = [r.get("server", {}) for r in runs]
+        reported = sorted({s.get("commit") or "?" for s in servers})
+        asked = desc.get("commit") or ""
+        for commit in reported:
+            if asked and not commits_match(asked, commit):
+                warnings.append(f"{arm} was asked for commit {asked} but reported {commit}")
+        # the port differs every run by design: not a different configuration
+        configs = {
+            json.dumps({k: v for k, v in _config(s).items() if k != "port"}, sort_keys=True)
+            for s in servers
+        }
+        if len(configs) > 1:
+            warnings.append(f"{arm} reported {len(configs)} different configs across its runs")
+        first = servers[0] if servers else {}
+        sections.append(
+            {
+                "arm": arm,
+                "desc": desc,
+                "reported": reported,
+                "backend": first.get("backend"),
+                "model": first.get("model"),
+                "config": _config(first),
+            }
+        )
+    return sections, warnings
+
+
+def _config(server: dict) -> dict:
+    """What the server reported about its configuration; {} for a server that reports none."""
+    config = server.get("config")
+    return config if isinstance(config, dict) else {}
+
+
+def machine_and_load(ab: dict) -> tuple[dict, dict, list[str]]:
+    runs = [run for arm in ARM_ORDER for run in _runs(ab["rounds"], arm)]
+    machines = {json.dumps(machine_identity(r.get("machine") or {}), sort_keys=True) for r in runs}
+    warnings = [f"runs report {len(machines)} different machines"] if len(machines) > 1 else []
+    load = {"fingerprint": runs[0].get("fingerprint") if runs else None, **ab.get("load", {})}
+    load["requests per run (median)"] = median([len(r.get("requests", [])) for r in runs] or [0])
+    return (runs[0].get("machine", {}) if runs else {}), load, warnings
+
+
+def sampler_and_prompts(ab: dict) -> dict[str, str]:
+    """Per arm: the RSS sampler's achieved rate and longest gap (the worst run), and who
+    counted the prompt tokens (exact, or where the harness had to approximate)."""
+    out = {}
+    for arm in ARM_ORDER:
+        runs = _runs(ab["rounds"], arm)
+        if not runs:
+            continue
+        rates = [r.get("sampler", {}).get("achieved_hz") for r in runs]
+        gaps = [r.get("sampler", {}).get("max_gap_s") for r in runs]
+        rates, gaps = [x for x in rates if x], [x for x in gaps if x is not None]
+        target = runs[0].get("sampler", {}).get("hz")
+        if rates:
+            out[f"RSS sampler, {arm}"] = (
+                f"{min(rates):.0f}-{max(rates):.0f} Hz achieved (target {target:.0f}), "
+                f"longest gap {max(gaps):.3f} s"
+            )
+        if not any("prompt_tokenizer" in r for r in runs):
+            continue  # saved by a harness that did not record it
+        sources = sorted({r.get("prompt_tokenizer") or "?" for r in runs})
+        exact = all(r.get("prompt_tokens_exact") for r in runs)
+        out[f"prompt tokens, {arm}"] = (
+            f"{'exact' if exact else 'APPROXIMATED'}, counted by {', '.join(sources)}"
+        )
+    return out

@@ -1,0 +1,221 @@
+"""`run_arm`: start one arm cold, drive the suite's phases, and return the run record (the dict
+that docs/run-json.md describes). `harness run` and `harness ab` both call it."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import aiohttp
+import psutil
+
+from harness.arms.arms import REPO_ROOT, Arm
+from harness.arms.launcher import Launcher, LaunchError, Server, log_tail, wait_ready
+from harness.load.counters import MetricsEndpoint
+from harness.load.load import LoadDriver, make_session
+from harness.load.memory import HWM_SUPPORTED, MemoryEndpoint
+from harness.load.metrics import run_summary
+from harness.load.phase import PhaseResult, Probes, Progress, run_phase
+from harness.load.prompts import PromptError, TokenCounter, build_prompts
+from harness.load.sampler import Sampler
+from harness.runs.machine import git_commit, harness_version, machine_facts
+from harness.runs.validity import judge
+from harness.workload.fingerprint import fingerprint, prompts_digest, workload
+from harness.workload.suite import Phase, Suite
+
+SCHEMA = "servegate.run/1"
+HEALTH_FIELDS = ("commit", "version", "model", "backend", "device", "dtype", "config")
+
+
+@dataclass(slots=True)
+class Started:
+    """An arm's server launched and ready ahead of its run: `harness ab` starts a round's arms
+    together, then measures them one at a time (docs/measurement.md, "Cold starts")."""
+
+    launcher: Launcher
+    server: Server
+    t0: float  # perf_counter at launch: the run's clock origin
+
+
+def start_arm(arm: Arm, log_path: Path, ready_timeout_s: float = 120.0) -> Started:
+    """Launch `arm` cold and wait until it is ready; LaunchError (nothing left running) if not."""
+    t0 = time.perf_counter()
+    launcher = Launcher(arm, log_path, ready_timeout_s)
+    return Started(launcher, launcher.__enter__(), t0)
+
+
+def draw_lengths(phase: Phase) -> list[int]:
+    return phase.prompt_tokens.sample(random.Random(phase.seed), phase.total_requests)
+
+
+def run_arm(
+    suite: Suite,
+    arm: Arm,
+    log_path: Path,
+    progress: Progress | None = None,
+    sample_hz: float = 100.0,
+    ready_timeout_s: float = 120.0,
+    started: Started | None = None,
+) -> dict:
+    """Run `suite` once against `arm`, from a cold start (`started`: a server start_arm
+    launched, not yet sent a request), and return the run record; the server is stopped at
+    the end either way. Raises LaunchError when the server never became ready; a crash under
+    load, failed expectations and failed requests are reported inside the record."""
+    progress = progress or Progress()
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    machine = machine_facts()
+    t0 = started.t0 if started else time.perf_counter()
+    launcher = (
+        started.launcher
+        if started
+        else (Launcher(arm, log_path, ready_timeout_s) if arm.launches else None)
+    )
+    sampler, exit_code = None, None
+    try:
+        if started:
+            server = started.server
+        else:
+            server = launcher.__enter__() if launcher else _attach(arm, ready_timeout_s)
+        if server.pid is not None:
+            sampler = Sampler(server.pid, t0, sample_hz).start()
+        drive = _drive(suite, arm, server, sampler, launcher, progress, t0)
+        phases, warmup, extras = asyncio.run(drive)
+    finally:
+        timeline = sampler.stop() if sampler else None
+        if launcher:
+            launcher.remember(list(sampler.seen.values()) if sampler else [])
+            exit_code = launcher.exit_code()
+            launcher.stop()
+    crashed = launcher is not None and exit_code is not None
+    records = [r for p in phases for r in p.records]
+    memory = [p.memory for p in phases]
+    rates = {p.name: p.max_error_rate for p in suite.phases}
+    valid, reasons = judge(phases, extras.get("error"), exit_code if crashed else None, rates)
+    lengths = [(p, draw_lengths(p)) for p in suite.phases]
+    facts = workload(suite.name, lengths, extras.get("prompts_sha256"))
+    server_info = {
+        "url": server.url,
+        "pid": server.pid,
+        "startup_s": server.startup_s,
+        "ready_path": server.ready_path,
+        "health": server.health,
+        **{k: server.health.get(k) for k in HEALTH_FIELDS},
+        "served_model": extras.get("served_model"),
+        "log_path": str(log_path) if launcher else None,
+        "exit_code": exit_code if crashed else None,
+        "log_tail": log_tail(log_path) if crashed else None,
+    }
+    return {
+        "schema": SCHEMA,
+        "started_at": started_at,
+        "duration_s": round(time.perf_counter() - t0, 3),
+        "clock_origin": t0,
+        "suite": {"name": suite.name, "path": str(suite.path), "gate": suite.gate},
+        "arm": arm.describe(),
+        "outcome": "crashed" if crashed else ("ok" if valid else "invalid"),
+        "valid": valid,
+        "invalid_reasons": reasons,
+        "fingerprint": fingerprint(facts),
+        "workload": facts,
+        "summary": run_summary(records, memory, server.startup_s),
+        "phases": {p.name: p.as_dict() for p in phases},
+        "counters": {p.name: p.counters for p in phases},
+        "timeline": timeline.as_dict() if timeline else {"t": [], "rss": [], "marks": []},
+        "sampler": {
+            "hz": sampler.hz if sampler else None,
+            "samples": len(timeline.t) if timeline else 0,
+            **(timeline.achieved() if timeline else {"achieved_hz": None, "max_gap_s": None}),
+            "exact_peak": "VmHWM" if HWM_SUPPORTED and sampler else "unavailable",
+        },
+        "prompt_tokenizer": extras.get("tokenizer"),
+        "prompt_tokens_exact": extras.get("exact", False),
+        "requests": [r.as_dict() for r in records],
+        "warmup_requests": [r.as_dict() for r in (warmup.records if warmup else [])],
+        "server": server_info,
+        "machine": machine,
+        "harness": {"version": harness_version(), "commit": git_commit(REPO_ROOT)},
+    }
+
+
+def _attach(arm: Arm, timeout_s: float) -> Server:
+    """An already running server (--url): check it answers, and that --pid exists."""
+    if arm.pid is not None and not psutil.pid_exists(arm.pid):
+        raise LaunchError(f"--pid {arm.pid}: no such process")
+    path, health = wait_ready(arm.url, time.monotonic() + min(timeout_s, 15.0))
+    return Server(arm.url, arm.pid, None, health, path)
+
+
+def _exit_probe(arm: Arm, launcher: Launcher | None) -> Callable[[], bool]:
+    """Whether the server is gone: our child exited, or the --pid no longer exists."""
+    if launcher is not None:
+        return lambda: launcher.exit_code() is not None
+    if arm.pid is not None:
+        return lambda: not psutil.pid_exists(arm.pid)
+    return lambda: False
+
+
+async def _drive(
+    suite: Suite,
+    arm: Arm,
+    server: Server,
+    sampler: Sampler | None,
+    launcher: Launcher | None,
+    progress: Progress,
+    t0: float,
+) -> tuple[list[PhaseResult], PhaseResult | None, dict]:
+    exited = _exit_probe(arm, launcher)
+    clients = max(p.clients for p in suite.phases)
+    async with make_session(clients) as session:
+        model = await _served_model(session, server.url, arm.model)
+        counter = TokenCounter(session, server.url, model)
+        extras = {"served_model": model, "tokenizer": await counter.detect()}
+        driver = LoadDriver(session, server.url, model, t0)
+        probes = Probes(
+            driver, MetricsEndpoint(session, server.url), MemoryEndpoint(session, server.url),
+            sampler, arm.strict_counters, exited,
+        )  # fmt: skip
+        plan = ([suite.warmup] if suite.warmup else []) + list(suite.phases)
+        try:
+            prompts = {
+                p.name: await build_prompts(
+                    counter, draw_lengths(p), p.prefix_tokens, p.seed, p.endpoint == "chat"
+                )
+                for p in plan
+            }
+        except PromptError as exc:
+            return [], None, extras | {"error": f"prompts: {exc}"}
+        chat = any(p.endpoint == "chat" for p in plan)
+        extras["tokenizer"] += counter.chat_note(chat)
+        extras["exact"] = counter.exact(chat)
+        extras["prompts_sha256"] = prompts_digest(
+            [q.text for p in suite.phases for q in prompts[p.name]]
+        )
+        warmup = None
+        if suite.warmup:
+            warmup = await run_phase(probes, suite.warmup, prompts["warmup"], progress, False)
+        results = []
+        for phase in suite.phases:
+            if exited():
+                break
+            results.append(await run_phase(probes, phase, prompts[phase.name], progress))
+        if sampler:
+            sampler.mark("end")
+        return results, warmup, extras
+
+
+async def _served_model(session: aiohttp.ClientSession, base: str, wanted: str) -> str:
+    """The model id to send: `wanted` if the server lists it, else its only model, else wanted."""
+    try:
+        async with session.get(base + "/v1/models") as resp:
+            data = await resp.json(content_type=None)
+        ids = [m.get("id") for m in data.get("data", []) if isinstance(m, dict)]
+    except (aiohttp.ClientError, ValueError, AttributeError):
+        return wanted  # a server without /v1/models still gets the model the suite names
+    if wanted in ids or len(ids) != 1:
+        return wanted
+    return ids[0]

@@ -1,0 +1,43 @@
+"""Whether a run is valid evidence: the server stayed up, prompts were built, every phase
+served requests and showed the counter movements its suite expects."""
+
+from __future__ import annotations
+
+from harness.load.phase import PhaseResult
+
+
+def judge(
+    phases: list[PhaseResult],
+    error: str | None,
+    exit_code: int | None,
+    max_error_rate: dict[str, float] | None = None,
+) -> tuple[bool, list[str]]:
+    """Return (valid, reasons); each reason is one line a person can act on. A phase may
+    lose up to its suite's `max_error_rate` of requests (default half) and stay valid."""
+    reasons = []
+    if exit_code is not None:
+        where = f" during phase {phases[-1].name!r}" if phases else ""
+        reasons.append(f"server exited with code {exit_code}{where}")
+    if error:
+        reasons.append(error)
+    if not phases and not reasons:
+        reasons.append("no phase ran")
+    for phase in phases:
+        failed = [r for r in phase.records if not r.ok]
+        allowed = (max_error_rate or {}).get(phase.name, 0.5)
+        if phase.records and len(failed) > allowed * len(phase.records):
+            n, total = len(failed), len(phase.records)
+            share = "all" if n == total else f"{n} of"
+            reasons.append(
+                f"phase {phase.name!r}: {share} {total} requests failed (the suite allows "
+                f"{allowed:.0%}; first: {failed[0].error or 'HTTP ' + str(failed[0].status)})"
+            )
+        for outcome in phase.expect:
+            if outcome.status != "fail":
+                continue
+            rule = outcome.rule
+            got = outcome.note or f"delta was {outcome.delta:g}"
+            reasons.append(
+                f"phase {phase.name!r}: expected {rule.series} {rule.op} {rule.value:g}, {got}"
+            )
+    return not reasons, reasons

@@ -1,0 +1,1 @@
+"""Statistics and verdicts: intervals, sequential stopping, verdict rules, the gate, power."""

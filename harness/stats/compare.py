@@ -1,0 +1,289 @@
+"""Gate statistics: rounds of paired base/head runs -> per-metric verdicts, an overall verdict
+and the exit code a CI job gates on. Pure: no I/O, no clock (docs/statistics.md has the rules)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from statistics import median
+
+from harness.stats.interval import detectable_shift, ratio_interval, t_bounds
+from harness.stats.sequential import Schedule
+from harness.stats.verdict import (
+    Verdict,
+    is_memory_peak,
+    lower_is_better,
+    peak_verdict,
+    ratio_verdict,
+)
+
+INVALID = "INVALID"
+EXIT_CODES = {"PASS": 0, "IMPROVEMENT": 0, "INCONCLUSIVE": 0, "REGRESSION": 1, INVALID: 2}
+EXIT_MEANING = {
+    0: "no gated metric regressed beyond tolerance",
+    1: "a gated metric is worse beyond tolerance, at the gate's 1% false-regression rate",
+    2: "a run was invalid or an arm crashed, so nothing was judged",
+}
+ARMS = ("base", "head", "null")
+
+
+class ComparisonError(ValueError):
+    """Raised for inputs that must never be compared (different workloads, bad tolerances)."""
+
+
+@dataclass(slots=True)
+class MetricResult:
+    name: str
+    base: list[float | None]
+    head: list[float | None]
+    ratio: float | None
+    ci_low: float | None
+    ci_high: float | None
+    tolerance: float
+    verdict: Verdict
+    mde: float | None
+    method: str  # "t", "bootstrap" or "minmax"
+    lower_is_better: bool = True
+    note: str = ""
+    alpha: float | None = None  # one-sided alpha a REGRESSION had to clear at this look
+    evidence_low: float | None = None  # the (1 - alpha) t-bounds on the ratio
+    evidence_high: float | None = None
+    detectable: float | None = None  # the true ratio this look catches 4 times in 5 (power)
+
+
+@dataclass(slots=True)
+class Comparison:
+    verdict: str
+    exit_code: int
+    rounds: int
+    fingerprint: str
+    metrics: list[MetricResult]
+    noise: list[MetricResult] = field(default_factory=list)  # null arm vs base
+    invalid: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    schedule: dict | None = None  # the looks and alpha of the sequential rule (sequential.py)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Comparison:
+        def metric(m: dict) -> MetricResult:
+            return MetricResult(**{**m, "verdict": Verdict(m["verdict"])})
+
+        return cls(
+            **{
+                **data,
+                "metrics": [metric(m) for m in data["metrics"]],
+                "noise": [metric(m) for m in data.get("noise", [])],
+            }
+        )
+
+
+def compare_metric(
+    name: str,
+    base: list[float | None],
+    head: list[float | None],
+    tolerance: float,
+    slack_bytes: float = 0,
+    *,
+    seed: int = 0,
+    alpha: float | None = None,
+) -> MetricResult:
+    """Judge one metric over paired rounds (base[i] and head[i] ran in the same round).
+    With `alpha`, a REGRESSION needs the one-sided (1 - alpha) t-bound past 1, not the 95% CI."""
+    lower = lower_is_better(name)
+    memory = is_memory_peak(name)
+    result = MetricResult(
+        name=name,
+        base=list(base),
+        head=list(head),
+        ratio=None,
+        ci_low=None,
+        ci_high=None,
+        tolerance=tolerance,
+        verdict=Verdict.NA,
+        mde=None,
+        method="minmax" if memory else "t",
+        lower_is_better=lower,
+    )
+    if any(v is None for v in [*base, *head]):
+        result.note = "not reported by every run"
+        return result
+    if memory:
+        result.verdict = peak_verdict(base, head, tolerance, slack_bytes)
+        if min(base) > 0:
+            result.ratio = median(head) / median(base)
+            result.ci_low, result.ci_high = min(head) / max(base), max(head) / min(base)
+            # The smallest head/base ratio the min/max rule would flag.
+            result.mde = (max(base) * (1 + tolerance) + slack_bytes) / median(base)
+        return result
+    if min(*base, *head) <= 0:
+        result.note = "ratio undefined: non-positive values"
+        return result
+    iv = ratio_interval(base, head, seed=seed)
+    result.ratio, result.ci_low, result.ci_high = iv.ratio, iv.ci_low, iv.ci_high
+    result.mde, result.method = iv.mde, iv.method
+    evidence = t_bounds(base, head, alpha) if alpha is not None else None
+    if evidence is not None:
+        result.alpha, (result.evidence_low, result.evidence_high) = alpha, evidence
+        limit = math.log1p(tolerance) if lower else -math.log1p(-tolerance)
+        shift = detectable_shift(base, head, alpha, limit)
+        result.detectable = math.exp(shift if lower else -shift)
+    result.verdict = ratio_verdict(
+        iv.ratio, iv.ci_low, iv.ci_high, tolerance, lower, evidence=evidence
+    )
+    return result
+
+
+def check_fingerprints(rounds: list[dict]) -> str:
+    """The one workload fingerprint shared by every run; ComparisonError otherwise."""
+    seen: dict[str, list[str]] = {}
+    for rnd in rounds:
+        for arm in ARMS:
+            run = rnd.get(arm)
+            if run is not None:
+                fp = run.get("fingerprint") or "<missing>"
+                seen.setdefault(fp, []).append(f"round {rnd['round']} {arm}")
+    if len(seen) != 1 or "<missing>" in seen:
+        detail = "; ".join(f"{fp}: {', '.join(where)}" for fp, where in seen.items())
+        raise ComparisonError(
+            f"runs of different workloads are never compared (fingerprints differ): {detail}"
+        )
+    return next(iter(seen))
+
+
+def invalid_runs(rounds: list[dict], crash: dict | None = None) -> list[str]:
+    """One line per missing or invalid run, and one for a crashed arm."""
+    problems = [f"arm {crash.get('arm', '?')} crashed"] if crash else []
+    for rnd in rounds:
+        for arm in ARMS:
+            if arm not in rnd or (arm == "null" and rnd[arm] is None):
+                continue
+            run = rnd[arm]
+            if run is None:
+                problems.append(f"round {rnd['round']} {arm}: no run")
+            elif not run.get("valid", False):
+                reasons = "; ".join(run.get("invalid_reasons") or ["no reason given"])
+                problems.append(f"round {rnd['round']} {arm}: invalid: {reasons}")
+    return problems
+
+
+def interval_metrics(tolerances: dict[str, float]) -> list[str]:
+    """The gated metrics judged by an interval (memory peaks use the min/max rule): the
+    false-regression budget of each look is split among these."""
+    return [name for name in tolerances if not is_memory_peak(name)]
+
+
+def _metrics(
+    rounds: list[dict],
+    arm: str,
+    tolerances: dict[str, float],
+    slack_bytes: float,
+    seed: int,
+    schedule: Schedule,
+) -> list[MetricResult]:
+    paired = [r for r in rounds if r.get("base") is not None and r.get(arm) is not None]
+    if not paired:
+        return []
+    alpha = schedule.metric_alpha(len(paired), len(interval_metrics(tolerances)))
+    out = []
+    for name, tol in tolerances.items():
+        base = [r["base"]["summary"].get(name) for r in paired]
+        other = [r[arm]["summary"].get(name) for r in paired]
+        out.append(compare_metric(name, base, other, tol, slack_bytes, seed=seed, alpha=alpha))
+    return out
+
+
+def _overall(metrics: list[MetricResult], invalid: list[str]) -> str:
+    verdicts = {m.verdict for m in metrics}
+    for outcome in (INVALID, Verdict.REGRESSION, Verdict.INCONCLUSIVE, Verdict.IMPROVEMENT):
+        if outcome in verdicts or (outcome == INVALID and invalid):
+            return str(outcome)
+    return str(Verdict.PASS)
+
+
+def _num(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+def _warnings(metrics: list[MetricResult], noise: list[MetricResult], rounds: int) -> list[str]:
+    out = [
+        f"{m.name} INCONCLUSIVE after {rounds} round(s): ratio {_num(m.ratio)}, 95% CI "
+        f"[{_num(m.ci_low)}, {_num(m.ci_high)}], MDE {_num(m.mde)}: add rounds"
+        for m in metrics
+        if m.verdict == Verdict.INCONCLUSIVE
+    ]
+    out += [
+        f"{m.name} not judged: {m.note}"
+        for m in metrics
+        if m.verdict == Verdict.NA and m.method != "minmax"
+    ]
+    out += [
+        f"null arm (base vs base) shows {n.verdict} on {n.name} (ratio {n.ratio:.3f}): "
+        "this machine's noise exceeds the tolerance, so treat head's verdicts with care"
+        for n in noise
+        if n.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
+    ]
+    return out
+
+
+def compare_rounds(
+    rounds: list[dict],
+    tolerances: dict[str, float],
+    slack_bytes: float = 0,
+    *,
+    crash: dict | None = None,
+    seed: int = 0,
+    schedule: Schedule | None = None,
+) -> Comparison:
+    """Rounds `[{"round", "order", "base", "head", "null"}]` of run records -> a Comparison.
+
+    Every metric in `tolerances` is gated; the null arm, where present, is judged the same way
+    against base and reported as the noise floor. A REGRESSION must clear the alpha that
+    `schedule` gives this look (default: one look at these rounds, the whole 1% budget).
+    Raises ComparisonError for mixed workloads."""
+    if not rounds:
+        raise ComparisonError("no rounds to compare")
+    for name, tol in tolerances.items():
+        if not 0 <= tol < 1:
+            raise ComparisonError(f"tolerance for {name} must be in [0, 1), got {tol}")
+        try:
+            lower_is_better(name)
+        except ValueError as err:
+            raise ComparisonError(str(err)) from None
+    fingerprint = check_fingerprints(rounds)
+    invalid = invalid_runs(rounds, crash)
+    n = sum(1 for r in rounds if r.get("base") is not None and r.get("head") is not None)
+    if n == 0 and not invalid:
+        raise ComparisonError("no round has both a base and a head run")
+    schedule = schedule or Schedule.single(max(n, 1))
+    metrics = _metrics(rounds, "head", tolerances, slack_bytes, seed, schedule)
+    noise = _metrics(rounds, "null", tolerances, slack_bytes, seed, schedule)
+    verdict = _overall(metrics, invalid)
+    return Comparison(
+        verdict=verdict,
+        exit_code=EXIT_CODES[verdict],
+        rounds=n,
+        fingerprint=fingerprint,
+        metrics=metrics,
+        noise=noise,
+        invalid=invalid,
+        warnings=_warnings(metrics, noise, n),
+        schedule=schedule.to_dict(),
+    )
+
+
+def needs_more_rounds(result: Comparison) -> bool:
+    """True when a gated metric is INCONCLUSIVE and more rounds could settle it. An INVALID or
+    REGRESSION comparison is decided: it stops at once (every look spends its own alpha, so
+    stopping early keeps the gate's false-regression rate)."""
+    if result.verdict in (INVALID, Verdict.REGRESSION):
+        return False
+    return any(m.verdict == Verdict.INCONCLUSIVE for m in result.metrics)
+
+
+def next_look(result: Comparison, schedule: Schedule) -> int | None:
+    """The round count of the next look when this look left the gate undecided, else None:
+    the whole stopping rule (harness ab's round loop and the simulated gates both use it)."""
+    return schedule.next_look(result.rounds) if needs_more_rounds(result) else None

@@ -1,0 +1,91 @@
+"""Per-metric verdict rules: which way is better for each metric, and the decision a gate takes
+from a ratio estimate and its interval (or from min/max peaks for memory)."""
+
+from __future__ import annotations
+
+import math
+from enum import StrEnum
+
+
+class Verdict(StrEnum):
+    PASS = "PASS"
+    IMPROVEMENT = "IMPROVEMENT"
+    INCONCLUSIVE = "INCONCLUSIVE"
+    REGRESSION = "REGRESSION"
+    NA = "n/a"
+
+
+LOWER_IS_BETTER_PREFIXES = ("ttft_", "e2e_", "tpot", "itl_", "peak_", "startup_", "errors")
+HIGHER_IS_BETTER = ("tok_s", "req_s")
+
+
+def lower_is_better(metric: str) -> bool:
+    """True when a smaller value of `metric` is better; ValueError for a metric with no known
+    direction (a gate must never guess which way is bad)."""
+    if metric in HIGHER_IS_BETTER:
+        return False
+    if metric.startswith(LOWER_IS_BETTER_PREFIXES):
+        return True
+    raise ValueError(f"no known direction for metric {metric!r}")
+
+
+def is_memory_peak(metric: str) -> bool:
+    return metric.startswith("peak_")
+
+
+def ratio_verdict(
+    ratio: float,
+    ci_low: float | None,
+    ci_high: float | None,
+    tol: float,
+    lower_better: bool,
+    *,
+    evidence: tuple[float, float] | None = None,
+) -> Verdict:
+    """Verdict from head/base ratio estimate and its CI against a relative tolerance.
+    `evidence` (low, high), when given, is the stricter interval a REGRESSION must clear
+    instead of the CI (the sequential gate's per-look alpha, harness/stats/sequential.py)."""
+    if ci_low is None or ci_high is None or not math.isfinite(ratio):
+        return Verdict.INCONCLUSIVE
+    ev_low, ev_high = evidence or (ci_low, ci_high)
+    if lower_better:
+        bad_limit, good_limit = 1 + tol, 1 - tol
+    else:
+        # Flip so that "bigger is worse" below; limits stay 1 -/+ tol on the raw ratio.
+        ratio, ci_low, ci_high = 1 / ratio, 1 / ci_high, 1 / ci_low
+        ev_low = 1 / ev_high
+        bad_limit, good_limit = 1 / (1 - tol), 1 / (1 + tol)
+    if ev_low > 1 and ratio > bad_limit:
+        return Verdict.REGRESSION
+    if ci_high < 1 and ratio < good_limit:
+        return Verdict.IMPROVEMENT
+    if ci_high <= bad_limit:
+        return Verdict.PASS
+    return Verdict.INCONCLUSIVE
+
+
+def peak_verdict(base: list[float], head: list[float], tol: float, slack_bytes: float) -> Verdict:
+    """Min/max rule for near-deterministic memory peaks (lower is better)."""
+    if min(head) > max(base) * (1 + tol) + slack_bytes:
+        return Verdict.REGRESSION
+    if max(head) < min(base) * (1 - tol) - slack_bytes:
+        return Verdict.IMPROVEMENT
+    return Verdict.PASS
+
+
+def clear_change(m: dict) -> str | None:
+    """For a PASS whose 95% CI excludes 1.0 (a real change, inside the tolerance), the change in
+    words: `+7.6% [7.1, 8.0], within 10%`; None for any other metric."""
+    lo, hi, ratio = m.get("ci_low"), m.get("ci_high"), m.get("ratio")
+    if str(m.get("verdict")) != Verdict.PASS or m.get("method") == "minmax":
+        return None
+    if None in (lo, hi, ratio) or lo <= 1 <= hi:
+        return None
+    pct = [(x - 1) * 100 for x in (ratio, lo, hi)]
+    return f"{pct[0]:+.1f}% [{pct[1]:.1f}, {pct[2]:.1f}], within {m['tolerance'] * 100:g}%"
+
+
+def clear_pass(m: dict) -> str | None:
+    """The verdict line of such a PASS: `PASS: ttft_p50_ms +7.6% [7.1, 8.0], within 10%`."""
+    change = clear_change(m)
+    return None if change is None else f"PASS: {m['name']} {change}"

@@ -1,0 +1,1 @@
+"""`harness sweep`: load curves per level, the knee and goodput, a verdict per level."""

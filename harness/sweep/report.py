@@ -1,0 +1,242 @@
+"""The sweep report: the result as plain JSON, a dated Markdown file rendered from
+templates/sweep.md.j2 beside it, the three sweep plots, and the terminal summary."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from harness.report.report import slug, template_env, to_plain
+from harness.report.tables import fmt_ci, fmt_ratio, fmt_value
+from harness.runs.ab import ArmPlan
+from harness.stats.compare import EXIT_MEANING
+from harness.sweep.plots import plot_latency_throughput, plot_throughput, plot_ttft
+from harness.sweep.sweep import Sweep
+
+TABLE_METRICS = (
+    "ttft_p50_ms",
+    "ttft_p95_ms",
+    "tpot_ms",
+    "itl_p50_ms",
+    "tok_s",
+    "req_s",
+    "errors",
+    "peak_rss_bytes",
+    "peak_device_bytes",
+)
+EXIT_MEANING_ONE = {0: "every run was valid", 2: "a run was invalid or the server crashed"}
+
+
+def sweep_result(
+    plan: Sweep,
+    plans: dict[str, ArmPlan],
+    rounds: int,
+    raw: dict,
+    by_level: dict,
+    judgement: dict,
+    command: str,
+) -> dict:
+    """Everything the report shows, as one dict (saved as the JSON beside the report). Run
+    records keep their requests but drop the RSS timeline (the sweep's memory is per level)."""
+    runs = [
+        r | {"run": {k: v for k, v in (r["run"] or {}).items() if k != "timeline"} or None}
+        for r in raw["runs"]
+    ]
+    return {
+        "schema": "servegate.sweep/1",
+        "suite": plan.suite.name,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": command,
+        "mode": plan.mode,
+        "levels": plan.levels,
+        "names": plan.names(),
+        "requests": {plan.phase(v).name: plan.phase(v).requests for v in plan.levels},
+        "phase": {k: str(v) for k, v in vars_of(plan.phase(plan.levels[0])).items()},
+        "cold": plan.cold,
+        "rounds": rounds,
+        "arms": {name: p.desc for name, p in plans.items()},
+        "gate": plan.suite.gate,
+        "memory_slack_bytes": plan.suite.memory_slack_bytes,
+        "judgement": judgement,
+        "by_level": by_level,
+        "runs": runs,
+        "crash": raw["crash"],
+    }
+
+
+def vars_of(phase) -> dict:
+    keep = ("prompt_tokens", "max_tokens", "endpoint", "ignore_eos", "temperature", "prefix_tokens")
+    out = {k: getattr(phase, k) for k in keep}
+    length = phase.prompt_tokens
+    out["prompt_tokens"] = length.value if length.dist == "exact" else length
+    return out
+
+
+def report_stem(result: dict) -> str:
+    arms = result["arms"]
+    who = [slug(a["label"]) for a in arms.values()]
+    return "-".join([result["created"][:10], "sweep", slug(result["suite"]), "-vs-".join(who)])
+
+
+def headline(result: dict) -> str:
+    j = result["judgement"]
+    code = j["exit_code"]
+    meaning = EXIT_MEANING[code] if "base" in result["arms"] else EXIT_MEANING_ONE[code]
+    line = f"# {j['verdict']}: exit {code} ({meaning})"
+    if j.get("first_regression"):
+        worse = ", ".join(j["first_regression_metrics"])
+        line += f"; head first regresses at {j['first_regression']} ({worse})"
+    if "base" in j["knee"]:
+        b, h = (_level(j["knee"][a]) for a in ("base", "head"))
+        line += f"; knee moved {b} -> {h}" if j["knee_moved"] else f"; knee unchanged at {b}"
+    return line
+
+
+def _level(v: float | None) -> str:
+    return "none (still growing)" if v is None else f"{v:g}"
+
+
+def _goodput(v: float | None) -> str:
+    return "none (the lowest level misses an SLO)" if v is None else f"{v:g}"
+
+
+def curve_rows(result: dict) -> list[dict]:
+    rows = []
+    for arm, curve in result["judgement"]["curves"].items():
+        for c in curve:
+            met = result["judgement"]["slo_met"][arm]
+            ok = "" if not met else ("yes" if met[curve.index(c)] else "no")
+            values = [fmt_value(m, c[m]) for m in TABLE_METRICS]
+            rows.append(
+                {
+                    "arm": arm,
+                    "level": c["name"],
+                    "rounds": c["rounds"],
+                    "values": values,
+                    "slo": ok,
+                    "valid": "yes" if c["valid"] else "no",
+                }
+            )
+    return rows
+
+
+def verdict_rows(result: dict) -> list[dict]:
+    rows = []
+    for name, comp in result["judgement"].get("levels", {}).items():
+        for m in comp["metrics"]:
+            med = {a: sorted(v for v in m[a] if v is not None) for a in ("base", "head")}
+            mid = {a: fmt_value(m["name"], v[len(v) // 2]) if v else "n/a" for a, v in med.items()}
+            rows.append(
+                {
+                    "level": name,
+                    "metric": m["name"],
+                    "base": mid["base"],
+                    "head": mid["head"],
+                    "ratio": fmt_ratio(m["ratio"]),
+                    "ci": fmt_ci(m["ci_low"], m["ci_high"]),
+                    "tol": f"{m['tolerance']:.0%}",
+                    "verdict": m["verdict"],
+                }
+            )
+        if not comp["metrics"]:
+            rows.append(
+                {
+                    "level": name,
+                    "metric": "-",
+                    "base": "",
+                    "head": "",
+                    "ratio": "",
+                    "ci": "",
+                    "tol": "",
+                    "verdict": comp["verdict"],
+                }
+            )
+    return rows
+
+
+def counter_rows(result: dict) -> list[dict]:
+    """Per arm and series, the median delta at each level; series that stay 0 are left out."""
+    rows = []
+    for arm, curve in result["judgement"]["curves"].items():
+        for series in sorted({s for c in curve for s in c["counters"]}):
+            values = [c["counters"].get(series) for c in curve]
+            if any(values):
+                cells = ["-" if v is None else f"{v:g}" for v in values]
+                rows.append({"arm": arm, "series": series, "values": cells})
+    return rows
+
+
+def render_markdown(result: dict, plots: dict[str, str]) -> str:
+    env = template_env()
+    runs = [r["run"] for r in result["runs"] if r["run"]]
+    return env.get_template("sweep.md.j2").render(
+        r=result,
+        j=result["judgement"],
+        headline=headline(result),
+        plots=plots,
+        metrics=TABLE_METRICS,
+        curve_rows=curve_rows(result),
+        verdict_rows=verdict_rows(result),
+        counter_rows=counter_rows(result),
+        machine=runs[0].get("machine", {}) if runs else {},
+        level=_level,
+        goodput=_goodput,
+    )
+
+
+def write_sweep_report(result: dict, out_dir: Path) -> Path:
+    """Write <stem>.json, <stem>.md and <stem>-{throughput,ttft,latency}.png; return the .md."""
+    result = to_plain(result)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = report_stem(result)
+    plots = {k: f"{stem}-{k}.png" for k in ("throughput", "ttft", "latency")}
+    plot_throughput(result, out_dir / plots["throughput"])
+    plot_ttft(result, out_dir / plots["ttft"])
+    plot_latency_throughput(result, out_dir / plots["latency"])
+    (out_dir / f"{stem}.json").write_text(json.dumps(result, indent=1) + "\n")
+    md = out_dir / f"{stem}.md"
+    md.write_text(render_markdown(result, plots))
+    return md
+
+
+def print_sweep(console: Console, result: dict, report: Path) -> None:
+    j = result["judgement"]
+    table = Table(
+        title=f"suite {result['suite']}: "
+        + " vs ".join(a["label"] for a in result["arms"].values())
+    )
+    for col in ("level", "arm", "TTFT p95", "tok/s", "req/s", "errors", "verdict"):
+        table.add_column(col, justify="left" if col in ("level", "arm", "verdict") else "right")
+    for i, name in enumerate(result["names"]):
+        verdict = (j.get("levels") or {}).get(name, {}).get("verdict", "")
+        for arm, curve in j["curves"].items():
+            c = curve[i]
+            table.add_row(
+                name,
+                arm,
+                fmt_value("ttft_p95_ms", c["ttft_p95_ms"]),
+                fmt_value("tok_s", c["tok_s"]),
+                fmt_value("req_s", c["req_s"]),
+                fmt_value("errors", c["errors"]),
+                verdict if arm == "head" else "",
+            )
+    console.print(table)
+    for arm in j["curves"]:
+        good = f", goodput {_goodput(j['goodput'][arm])}" if j["slos"] else ""
+        console.print(f"{arm}: knee {_level(j['knee'][arm])}{good}", highlight=False)
+    for line in j["invalid"]:
+        console.print(f"- invalid: {line}", highlight=False, markup=False)
+    console.print(headline(result).lstrip("# "), highlight=False, soft_wrap=True)  # one line
+    console.print(f"report: {report}", highlight=False)
+
+
+def rerender_sweep_report(json_path: Path, out_dir: Path | None = None) -> Path:
+    """Render the report and plots again from a saved sweep JSON."""
+    json_path = Path(json_path)
+    result = json.loads(json_path.read_text())
+    return write_sweep_report(result, out_dir if out_dir is not None else json_path.parent)

@@ -1,0 +1,174 @@
+"""`harness sweep`: the plan (one phase per load level, built from a suite's phase) and the
+rounds that run it, each arm started cold the way `harness ab` starts it (ab.ABRunner)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from harness.load.phase import Progress
+from harness.runs.ab import ABRunner, ArmPlan, order
+from harness.workload.fingerprint import fingerprint
+from harness.workload.suite import Phase, Suite
+
+MODES = ("concurrency", "rate")
+COLD = ("round", "level")
+MIN_REQUESTS = 16  # per level: p95 from >= 16 requests, the 15th-16th order statistics
+PER_CLIENT = 4  # closed loop: each client sends >= 4 requests, so the first wave is a quarter
+RATE_SECONDS = 8  # open loop: >= 8 seconds of arrivals at the level's rate
+PEAKS = ("peak_rss_bytes", "peak_rss_sampled_bytes", "peak_device_bytes")
+
+
+class SweepError(ValueError):
+    """A sweep that cannot be planned; the message is one line."""
+
+
+def parse_levels(text: str, mode: str) -> list[float]:
+    """`1,2,4,8` -> sorted unique levels; integers >= 1 for concurrency, > 0 req/s for rates."""
+    try:
+        values = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise SweepError(f"levels are comma-separated numbers, got {text!r}") from None
+    if not values:
+        raise SweepError("give at least one level")
+    if mode == "concurrency" and any(v < 1 or v != int(v) for v in values):
+        raise SweepError(f"--levels are whole numbers of clients >= 1, got {text!r}")
+    if any(not math.isfinite(v) or v <= 0 for v in values):
+        raise SweepError(f"--rates are requests per second > 0, got {text!r}")
+    if len(set(values)) != len(values):
+        raise SweepError(f"levels repeat: {text!r}")
+    return sorted(int(v) if mode == "concurrency" else v for v in values)
+
+
+def level_name(level: float, mode: str) -> str:
+    return f"c{level:g}" if mode == "concurrency" else f"r{level:g}"
+
+
+def default_requests(level: float, mode: str) -> int:
+    if mode == "concurrency":
+        return max(MIN_REQUESTS, PER_CLIENT * int(level))
+    return max(MIN_REQUESTS, math.ceil(RATE_SECONDS * level))
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """What to run: the suite's first phase reshaped once per level."""
+
+    suite: Suite
+    mode: str  # concurrency | rate
+    levels: list[float]
+    requests: int | None = None  # per level; None = default_requests
+    cold: str = "round"  # round: one server per round runs every level; level: one per level
+
+    def phase(self, level: float) -> Phase:
+        """The suite's phase at `level`; its own seed per level, so no level reuses another's
+        prompts (a server with a prompt cache would otherwise serve later levels from it)."""
+        base = self.suite.phases[0]
+        n = self.requests or default_requests(level, self.mode)
+        common = {
+            "name": level_name(level, self.mode),
+            "requests": n,
+            "seed": base.seed + round(level * 1000),
+        }
+        if self.mode == "concurrency":
+            return replace(base, arrival="concurrency", clients=int(level), rate=None, **common)
+        return replace(base, arrival="rate", clients=n, rate=float(level), **common)
+
+    def names(self) -> list[str]:
+        return [level_name(v, self.mode) for v in self.levels]
+
+    def units(self) -> list[Suite]:
+        """The suites one cold server each runs: all levels in ascending order, or one level."""
+        phases = [self.phase(v) for v in self.levels]
+        if self.cold == "round":
+            return [replace(self.suite, phases=tuple(phases))]
+        return [replace(self.suite, phases=(p,)) for p in phases]
+
+
+def level_runs(run: dict | None, names: list[str]) -> dict[str, dict]:
+    """One run record -> a per-level record shaped like a run for compare.compare_rounds:
+    the level's fingerprint, validity, summary (latency, throughput, memory) and counters."""
+    if run is None:
+        return {}
+    facts = {p["name"]: p for p in run["workload"]["phases"]}
+    out = {}
+    for name, phase in run["phases"].items():
+        if name not in names:
+            continue
+        memory = phase.get("memory") or {}
+        mine = f"phase {name!r}"
+        reasons = [  # a reason naming another level's phase is not this level's
+            r
+            for r in run.get("invalid_reasons", [])
+            if not r.startswith("phase ") or r.startswith(mine)
+        ]
+        out[name] = {
+            "fingerprint": fingerprint(
+                {"suite": run["workload"].get("suite"), "phases": [facts[name]]}
+            ),
+            "valid": not reasons,
+            "invalid_reasons": reasons,
+            "summary": phase["stats"]
+            | {k: memory.get(k) for k in PEAKS}
+            | {"startup_s": (run.get("server") or {}).get("startup_s")},
+            "counters": (run.get("counters") or {}).get(name, {}),
+            "memory_source": memory.get("peak_rss_source"),
+        }
+    return out
+
+
+@dataclass
+class SweepRunner:
+    sweep: Sweep
+    plans: dict[str, ArmPlan]
+    log_dir: Path
+    rounds: int = 3
+    ready_timeout_s: float = 180.0
+    progress: Callable[[str], Progress] = lambda label: Progress()  # noqa: E731
+
+    @property
+    def steps(self) -> int:
+        return self.rounds * len(self.plans) * len(self.sweep.units())
+
+    def run(self) -> dict:
+        """Rounds of cold runs; returns the raw runs and any crash (which ends the sweep)."""
+        names, units, done = list(self.plans), self.sweep.units(), 0
+        runs, crash = [], None
+        for i in range(self.rounds):
+            schedule = [(u, n) for n in order(i, names) for u in units]
+            if self.sweep.cold == "level":  # level by level, both arms back to back
+                schedule = [(u, n) for u in units for n in order(i, names)]
+            for unit, name in schedule:
+                done += 1
+                where = unit.phases[0].name if len(unit.phases) == 1 else "levels"
+                label = f"[{done}/{self.steps}] round {i + 1}/{self.rounds} {name} {where}: "
+                log_dir = self.log_dir / where
+                log_dir.mkdir(parents=True, exist_ok=True)
+                runner = ABRunner(
+                    unit,
+                    self.plans,
+                    log_dir,
+                    ready_timeout_s=self.ready_timeout_s,
+                    progress=self.progress,
+                )
+                run, crash = runner._one(name, i + 1, label)  # ab's cold start and crash record
+                runs.append({"round": i + 1, "arm": name, "run": run})
+                if crash:
+                    return {"runs": runs, "crash": crash}
+        return {"runs": runs, "crash": crash}
+
+
+def rounds_by_level(runs: list[dict], names: list[str], arms: list[str]) -> dict[str, list[dict]]:
+    """Raw runs -> per level, rounds `[{"round", "base": levelrun, "head": levelrun}]` (arm
+    keys as planned), ready for compare.compare_rounds or for medians."""
+    out: dict[str, dict[int, dict]] = {n: {} for n in names}
+    for item in runs:
+        for name, rec in level_runs(item["run"], names).items():
+            rnd = out[name].setdefault(item["round"], {"round": item["round"], "null": None})
+            rnd[item["arm"]] = rec
+    return {
+        name: [r | {a: r.get(a) for a in arms} for _, r in sorted(by_round.items())]
+        for name, by_round in out.items()
+    }

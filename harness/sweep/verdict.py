@@ -1,0 +1,125 @@
+"""A sweep's judgement: per arm the curve (medians over rounds per level), its knee and goodput;
+with two arms a compare.py verdict per level and metric, the first regressing level, whether the
+knee moved, and the exit code. Pure: no I/O, no clock."""
+
+from __future__ import annotations
+
+from statistics import median
+
+from harness.stats.compare import EXIT_CODES, INVALID, Comparison, ComparisonError, compare_rounds
+from harness.sweep.knee import KNEE_GAIN, Point, Slo, goodput, knee, slo_table
+
+CURVE_METRICS = (
+    "ttft_p50_ms",
+    "ttft_p95_ms",
+    "ttft_p99_ms",
+    "tpot_ms",
+    "itl_p50_ms",
+    "e2e_p50_ms",
+    "e2e_p95_ms",
+    "tok_s",
+    "req_s",
+    "errors",
+    "requests",
+    "peak_rss_bytes",
+    "peak_device_bytes",
+)
+RANK = (INVALID, "REGRESSION", "INCONCLUSIVE", "IMPROVEMENT", "PASS")
+
+
+def _median(values: list) -> float | None:
+    known = [v for v in values if v is not None]
+    return float(median(known)) if known else None
+
+
+def curve(by_level: dict[str, list[dict]], levels: list[float], arm: str) -> list[dict]:
+    """Per level (in the plan's order): medians over the arm's rounds, and its counter deltas."""
+    out = []
+    for level, (name, rounds) in zip(levels, by_level.items(), strict=True):
+        runs = [r[arm] for r in rounds if r.get(arm) is not None]
+        point = {m: _median([run["summary"].get(m) for run in runs]) for m in CURVE_METRICS}
+        series = sorted({s for run in runs for s in run.get("counters", {})})
+        point["counters"] = {s: _median([run["counters"].get(s) for run in runs]) for s in series}
+        valid = all(r["valid"] for r in runs)
+        out.append({"name": name, "level": level, "rounds": len(runs), "valid": valid} | point)
+    return out
+
+
+def _compare(rounds: list[dict], tolerances: dict, slack: float, crash: dict | None) -> dict:
+    complete = [r for r in rounds if r.get("base") is not None and r.get("head") is not None]
+    try:
+        return compare_rounds(complete or rounds, tolerances, slack, crash=crash).to_dict()
+    except ComparisonError as exc:
+        if not rounds and crash is None:
+            raise
+        why = [str(exc)] if rounds else ["no run reached this level"]
+        return Comparison(
+            INVALID, EXIT_CODES[INVALID], len(complete), "", [], invalid=why
+        ).to_dict()
+
+
+def judge(
+    by_level: dict[str, list[dict]],
+    levels: list[float],
+    arms: list[str],
+    tolerances: dict[str, float],
+    slack_bytes: float,
+    slos: list[Slo],
+    crash: dict | None = None,
+    knee_gain: float = KNEE_GAIN,
+) -> dict:
+    """Everything the report and the exit code need, as plain data."""
+    names = list(by_level)
+    curves = {a: curve(by_level, levels, a) for a in arms}
+    knees, goodputs, slo_met = {}, {}, {}
+    for a in arms:
+        points = [Point(c["level"], c["tok_s"], c["ttft_p95_ms"]) for c in curves[a]]
+        knees[a] = knee(points, knee_gain)
+        goodputs[a] = goodput(levels, curves[a], slos)
+        slo_met[a] = slo_table(levels, curves[a], slos) if slos else []
+    out = {
+        "curves": curves,
+        "knee": knees,
+        "knee_gain": knee_gain,
+        "goodput": goodputs,
+        "slo_met": slo_met,
+        "slos": [{"metric": s.metric, "limit": s.limit, "rule": str(s)} for s in slos],
+    }
+    if len(arms) == 1:
+        invalid = [
+            f"{n}: {why}"
+            for n, c in zip(names, curves[arms[0]], strict=True)
+            if not c["valid"]
+            for why in _reasons(by_level[n], arms[0])
+        ]
+        if crash:
+            invalid.insert(0, f"crashed in round {crash['round']}: {crash['message']}")
+        if not any(c["rounds"] for c in curves[arms[0]]):
+            invalid.append("no level produced a run")
+        verdict = INVALID if invalid else "VALID"
+        return out | {"verdict": verdict, "exit_code": 2 if invalid else 0, "invalid": invalid}
+    per_level = {n: _compare(by_level[n], tolerances, slack_bytes, crash) for n in names}
+    verdicts = [per_level[n]["verdict"] for n in names]
+    verdict = next((v for v in RANK if v in verdicts), "PASS")
+    first = next((n for n in names if per_level[n]["verdict"] == "REGRESSION"), None)
+    worse = []
+    if first:
+        worse = [m["name"] for m in per_level[first]["metrics"] if m["verdict"] == "REGRESSION"]
+    return out | {
+        "levels": per_level,
+        "verdict": verdict,
+        "exit_code": EXIT_CODES[verdict],
+        "first_regression": first,
+        "first_regression_metrics": worse,
+        "knee_moved": knees["base"] != knees["head"],
+        "invalid": [f"{n}: {line}" for n in names for line in per_level[n]["invalid"]],
+    }
+
+
+def _reasons(rounds: list[dict], arm: str) -> list[str]:
+    return [
+        f"round {r['round']}: {why}"
+        for r in rounds
+        if r.get(arm) is not None
+        for why in r[arm]["invalid_reasons"]
+    ]

@@ -1,0 +1,1 @@
+"""The workload: suites, their schema, counter expectations, the workload fingerprint."""

@@ -1,0 +1,74 @@
+"""The workload fingerprint: a hash of everything that makes two runs' work the same (suite,
+phases with their arrival, clients, prompt and output lengths and sampling, and the prompt texts
+themselves). The server's identity (its name, model id, flags) is not in it: two servers with
+the same tokenizer get the same prompts and are comparable; runs that differ are never compared."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from harness.workload.suite import Phase
+
+
+def workload(suite: str, phases: list[tuple[Phase, list[int]]], prompts: str | None) -> dict:
+    """The fingerprinted facts; `phases` pairs each phase with its drawn prompt lengths and
+    `prompts` is the digest of the prompt texts sent (None when none could be built)."""
+    return {
+        "suite": suite,
+        "prompts_sha256": prompts,
+        "phases": [
+            {
+                "name": p.name,
+                "arrival": p.arrival,
+                "clients": p.clients,
+                "requests": p.requests,
+                "rate": p.rate,
+                "seed": p.seed,
+                "prompt_lengths": lengths,
+                "prefix_tokens": p.prefix_tokens,
+                "max_tokens": p.max_tokens,
+                "ignore_eos": p.ignore_eos,
+                "temperature": p.temperature,
+                "endpoint": p.endpoint,
+                # only when set, so that one-burst workloads keep their earlier fingerprints
+                **({"bursts": p.bursts} if p.bursts != 1 else {}),
+            }
+            for p, lengths in phases
+        ],
+    }
+
+
+def prompts_digest(texts: list[str]) -> str:
+    """One hash over every prompt text in order: the same tokenizer builds the same texts."""
+    h = hashlib.sha256()
+    for text in texts:
+        h.update(text.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+def fingerprint(facts: dict) -> str:
+    canonical = json.dumps(facts, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def workload_diff(a: dict, b: dict) -> list[str]:
+    """The facts two workloads differ in, named for a person ("prompts_sha256", "phase main:
+    clients 4 != 8"): what a fingerprint mismatch is about."""
+    out = [
+        f"{key} {a.get(key)} != {b.get(key)}"
+        for key in ("suite", "prompts_sha256")
+        if a.get(key) != b.get(key)
+    ]
+    pa, pb = a.get("phases") or [], b.get("phases") or []
+    if len(pa) != len(pb):
+        return [*out, f"{len(pa)} phases != {len(pb)}"]
+    for x, y in zip(pa, pb, strict=True):
+        out += [
+            f"phase {x.get('name')}: {key} differs" if key == "prompt_lengths"
+            else f"phase {x.get('name')}: {key} {x.get(key)} != {y.get(key)}"
+            for key in sorted(set(x) | set(y))
+            if x.get(key) != y.get(key)
+        ]  # fmt: skip
+    return out
