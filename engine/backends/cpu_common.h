@@ -1,12 +1,13 @@
 // Shared by the engine's CPU kernels (cpu_kernels.py builds them): float32 or bfloat16 values
-// as float32, by bits (a bfloat16 is a float32's upper half), so loops over them vectorize; and
-// the head sizes the kernels are built for.
+// as float32, by bits (a bfloat16 is a float32's upper half), so loops over them vectorize; the
+// int4 kernels' group sums; and the head sizes the kernels are built for.
 #pragma once
 #include <c10/util/BFloat16.h>
 #include <c10/util/Exception.h>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 inline float to_float(float x) { return x; }
 inline float to_float(c10::BFloat16 x) {
@@ -14,6 +15,18 @@ inline float to_float(c10::BFloat16 x) {
   float f;
   std::memcpy(&f, &bits, 4);
   return f;
+}
+
+// each row's sum over each group of 32 values (the int4 kernels' m*sum(x) term), x [M, K]
+template <typename T>
+std::vector<float> group_sums(const T* x, int64_t M, int64_t K) {
+  std::vector<float> out(M * K / 32);
+  for (size_t i = 0; i < out.size(); i++) {
+    float s = 0.f;
+    for (int k = 0; k < 32; k++) s += to_float(x[i * 32 + k]);
+    out[i] = s;
+  }
+  return out;
 }
 
 template <typename T, int D>

@@ -1,5 +1,6 @@
 // What the kernels' source files call across files, and what cpu_decode.cpp's module exports
-// (cpu_kernels.py builds them as one extension).
+// (cpu_kernels.py builds them as one extension); and the int4 kernels' shared check of a
+// matrix packed by torch_int4.pack_q4.
 #pragma once
 #include <torch/extension.h>
 
@@ -20,6 +21,17 @@ torch::Tensor decode_layer(torch::Tensor h, torch::Tensor in_norm, torch::Tensor
                            torch::Tensor pool_k, torch::Tensor pool_v, torch::Tensor slots,
                            torch::Tensor positions, torch::Tensor cos, torch::Tensor sin,
                            int64_t n_heads, int64_t n_kv_heads, double eps, int64_t dense_rows);
+// codes [N/16, K/32, 4, 32] int16, d and m [N/16, K/32, 16] float16
+inline void check_q4_packing(const torch::Tensor& codes, const torch::Tensor& d,
+                             const torch::Tensor& m) {
+  TORCH_CHECK(codes.scalar_type() == torch::kInt16 && codes.dim() == 4 && codes.is_contiguous());
+  TORCH_CHECK(codes.size(2) == 4 && codes.size(3) == 32, "q4: codes are not pack_q4's");
+  TORCH_CHECK(d.scalar_type() == torch::kHalf && m.scalar_type() == torch::kHalf);
+  TORCH_CHECK(d.is_contiguous() && m.is_contiguous() && d.sizes() == m.sizes());
+  TORCH_CHECK(d.dim() == 3 && d.size(0) == codes.size(0) && d.size(1) == codes.size(1) &&
+              d.size(2) == 16);
+}
+
 #ifdef __AVX512BF16__
 torch::Tensor q4_matvec(torch::Tensor x, torch::Tensor codes, torch::Tensor d,
                         torch::Tensor m);  // cpu_q4.cpp

@@ -12,6 +12,9 @@
 #include <immintrin.h>
 #include <vector>
 
+#include "cpu_common.h"
+#include "cpu_kernels.h"
+
 namespace {
 
 using BF = at::BFloat16;
@@ -65,28 +68,17 @@ void block(const uint32_t* xp, const float* xs, const uint16_t* codes, const at:
 
 }  // namespace
 
-// x [M, K] bfloat16; codes [N/16, K/32, 4, 32] int16 (nibbles, as pack_q4 lays them out); d, m [N/16, K/32, 16] float16 (Q4_1's
-// own precision).
-// Returns [M, N] bfloat16 (rounded to nearest even, as torch rounds).
+// x [M, K] bfloat16; codes, d, m from torch_int4.pack_q4 (d and m float16: Q4_1's own
+// precision). Returns [M, N] bfloat16 (rounded to nearest even, as torch rounds).
 torch::Tensor q4_matvec(torch::Tensor x, torch::Tensor codes, torch::Tensor d, torch::Tensor m) {
+  check_q4_packing(codes, d, m);
   TORCH_CHECK(x.scalar_type() == torch::kBFloat16 && x.dim() == 2 && x.is_contiguous());
-  TORCH_CHECK(codes.scalar_type() == torch::kInt16 && codes.dim() == 4 && codes.is_contiguous());
-  TORCH_CHECK(d.scalar_type() == torch::kHalf && m.scalar_type() == torch::kHalf);
-  TORCH_CHECK(d.is_contiguous() && m.is_contiguous() && d.sizes() == m.sizes());
   const int64_t M = x.size(0), K = x.size(1), NB = codes.size(0), G = codes.size(1);
-  TORCH_CHECK(G * 32 == K && codes.size(2) == 4 && codes.size(3) == 32,
-              "q4_matvec: codes do not fit x's width");
-  TORCH_CHECK(d.size(0) == NB && d.size(1) == G && d.size(2) == 16);
+  TORCH_CHECK(G * 32 == K, "q4_matvec: codes do not fit x's width");
   const int64_t N = NB * 16;
   auto out = torch::empty({M, N}, x.options());
   const BF* xb = x.data_ptr<BF>();
-  std::vector<float> xs(M * G);  // each row's sum over each group
-  for (int64_t r = 0; r < M; r++)
-    for (int64_t g = 0; g < G; g++) {
-      float s = 0.f;
-      for (int k = 0; k < 32; k++) s += float(xb[r * K + g * 32 + k]);
-      xs[r * G + g] = s;
-    }
+  const std::vector<float> xs = group_sums(xb, M, K);
   const auto* xp = reinterpret_cast<const uint32_t*>(xb);
   const auto* cp = reinterpret_cast<const uint16_t*>(codes.data_ptr<int16_t>());
   const at::Half *dp = d.data_ptr<at::Half>(), *mp = m.data_ptr<at::Half>();
@@ -109,12 +101,11 @@ torch::Tensor q4_matvec(torch::Tensor x, torch::Tensor codes, torch::Tensor d, t
 // prefill's GEMM then reads each matrix from cache, and no bfloat16 copy is kept). w = d*q + m
 // rounded where Q4Weight.dequantize (float32 numpy) and torch's cast to bfloat16 round.
 void q4_weight_t(torch::Tensor codes, torch::Tensor d, torch::Tensor m, torch::Tensor out) {
-  TORCH_CHECK(codes.scalar_type() == torch::kInt16 && codes.dim() == 4 && codes.is_contiguous());
-  TORCH_CHECK(d.scalar_type() == torch::kHalf && m.scalar_type() == torch::kHalf);
-  TORCH_CHECK(d.is_contiguous() && m.is_contiguous() && d.sizes() == m.sizes());
+  check_q4_packing(codes, d, m);
   const int64_t NB = codes.size(0), G = codes.size(1), N = NB * 16, K = G * 32;
   TORCH_CHECK(out.scalar_type() == torch::kBFloat16 && out.is_contiguous());
-  TORCH_CHECK(out.dim() == 2 && out.size(0) == K && out.size(1) == N, "q4_weight_t: out is not [K, N]");
+  TORCH_CHECK(out.dim() == 2 && out.size(0) == K && out.size(1) == N,
+              "q4_weight_t: out is not [K, N]");
   const auto* cp = reinterpret_cast<const uint16_t*>(codes.data_ptr<int16_t>());
   const at::Half *dp = d.data_ptr<at::Half>(), *mp = m.data_ptr<at::Half>();
   BF* op = out.data_ptr<BF>();

@@ -40,7 +40,8 @@ void block(const float* x, const float* xs, const uint16_t* codes, const at::Hal
       for (int h = 0; h < 2; h++) ga[r][h][0] = ga[r][h][1] = _mm256_setzero_ps();
     for (int t = 0; t < 4; t++)
       for (int h = 0; h < 2; h++) {
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cb + t * 32 + h * 16));
+        const auto* src = reinterpret_cast<const __m256i*>(cb + t * 32 + h * 16);
+        const __m256i v = _mm256_loadu_si256(src);
 #pragma GCC unroll 4
         for (int s = 0; s < 4; s++) {
           const int64_t k = g * 32 + 2 * (4 * t + s);
@@ -66,32 +67,19 @@ void block(const float* x, const float* xs, const uint16_t* codes, const at::Hal
     for (int h = 0; h < 2; h++) _mm256_storeu_ps(out + (m0 + r) * N + nb * 16 + 8 * h, acc[r][h]);
 }
 
-void check(const torch::Tensor& codes, const torch::Tensor& d, const torch::Tensor& m) {
-  TORCH_CHECK(codes.scalar_type() == torch::kInt16 && codes.dim() == 4 && codes.is_contiguous());
-  TORCH_CHECK(codes.size(2) == 4 && codes.size(3) == 32, "q4: codes are not pack_q4's");
-  TORCH_CHECK(d.scalar_type() == torch::kHalf && m.scalar_type() == torch::kHalf);
-  TORCH_CHECK(d.is_contiguous() && m.is_contiguous() && d.sizes() == m.sizes());
-  TORCH_CHECK(d.dim() == 3 && d.size(0) == codes.size(0) && d.size(1) == codes.size(1));
-}
-
 }  // namespace
 
 // x [M, K] float32; codes, d, m from torch_int4.pack_q4. Returns [M, N] float32.
 torch::Tensor q4_matvec_f32(torch::Tensor x, torch::Tensor codes, torch::Tensor d,
                             torch::Tensor m) {
-  check(codes, d, m);
+  check_q4_packing(codes, d, m);
   TORCH_CHECK(x.scalar_type() == torch::kFloat && x.dim() == 2 && x.is_contiguous());
   const int64_t M = x.size(0), K = x.size(1), NB = codes.size(0), G = codes.size(1);
   TORCH_CHECK(G * 32 == K, "q4_matvec_f32: codes do not fit x's width");
   const int64_t N = NB * 16;
   auto out = torch::empty({M, N}, x.options());
   const float* xp = x.data_ptr<float>();
-  std::vector<float> xs(M * G);  // each row's sum over each group
-  for (int64_t i = 0; i < M * G; i++) {
-    float s = 0.f;
-    for (int k = 0; k < 32; k++) s += xp[i * 32 + k];
-    xs[i] = s;
-  }
+  const std::vector<float> xs = group_sums(xp, M, K);
   const auto* cp = reinterpret_cast<const uint16_t*>(codes.data_ptr<int16_t>());
   const at::Half *dp = d.data_ptr<at::Half>(), *mp = m.data_ptr<at::Half>();
   float* op = out.data_ptr<float>();
@@ -109,7 +97,7 @@ torch::Tensor q4_matvec_f32(torch::Tensor x, torch::Tensor codes, torch::Tensor 
 
 // W^T [K, N] float32 into `out` from a matrix packed by pack_q4.
 void q4_weight_t_f32(torch::Tensor codes, torch::Tensor d, torch::Tensor m, torch::Tensor out) {
-  check(codes, d, m);
+  check_q4_packing(codes, d, m);
   const int64_t NB = codes.size(0), G = codes.size(1), N = NB * 16, K = G * 32;
   TORCH_CHECK(out.scalar_type() == torch::kFloat && out.is_contiguous());
   TORCH_CHECK(out.dim() == 2 && out.size(0) == K && out.size(1) == N,
