@@ -24,6 +24,15 @@ def scripted(*args: str, model: str = "scripted") -> str:
     return f"{{python}} {server} --port {{port}} --model {model} " + " ".join(args)
 
 
+def engine_arm(model: str, flags: str = ""):
+    """The reference engine of this working tree, as this repository's servegate.toml says."""
+    from harness.arms.arms import project_arm
+    from harness.arms.project import find_project
+    from harness.arms.worktrees import checkout
+
+    return project_arm(find_project(REPO), checkout(REPO, "WORKTREE"), model, flags)
+
+
 def survivors(marker: str) -> list[psutil.Process]:
     """Live processes whose command line mentions `marker` (zombies excluded)."""
     found = []

@@ -18,7 +18,7 @@ from aiohttp import web
 
 
 def args_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__)
+    p = argparse.ArgumentParser(description=__doc__, fromfile_prefix_chars="@")
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--model", default="scripted")
     p.add_argument("--ttft-ms", type=float, default=20.0, help="request arrival -> first token")

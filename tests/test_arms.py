@@ -1,5 +1,5 @@
-"""Arms: the reference engine's command line follows the contract, templates are checked, and
-(once `engine` exists) the smoke suite runs against it in under a minute."""
+"""Arms: the reference engine's command line (from this repository's servegate.toml) follows
+the contract, templates are checked, and the smoke suite runs against it in under a minute."""
 
 from __future__ import annotations
 
@@ -9,14 +9,15 @@ import sys
 import time
 
 import pytest
-from harness_helpers import group_members
+from harness_helpers import engine_arm, group_members
 
 from harness.arms.arms import REPO_ROOT, ArmError, make_arm
 
 
-def test_default_arm_is_the_working_tree_engine():
-    arm = make_arm("tiny", "--parallel 4 --max-batch-prefill-tokens 2048")
-    assert arm.kind == "engine" and arm.strict_counters and arm.cwd == REPO_ROOT
+def test_the_working_tree_engine_is_served_as_servegate_toml_says():
+    arm = engine_arm("tiny", "--parallel 4 --max-batch-prefill-tokens 2048")
+    assert arm.kind == "project" and arm.server == "servegate-engine"
+    assert arm.strict_counters and arm.reports_commit and arm.cwd == REPO_ROOT
     assert arm.command(8123) == [
         sys.executable, "-m", "engine.cli", "serve", "--model", "tiny", "--port", "8123",
         "--parallel", "4", "--max-batch-prefill-tokens", "2048",
@@ -24,7 +25,7 @@ def test_default_arm_is_the_working_tree_engine():
 
 
 def test_model_paths_with_spaces_stay_one_argument():
-    argv = make_arm("/models/my model.gguf").command(1)
+    argv = engine_arm("/models/my model.gguf").command(1)
     assert argv[argv.index("--model") + 1] == "/models/my model.gguf"
 
 
@@ -39,7 +40,7 @@ def test_serve_cmd_fills_placeholders():
     [
         ({"serve_cmd": "srv --port 80"}, "must contain {port}"),
         ({"serve_cmd": "srv --port {port} {gpu}"}, "unknown placeholder"),
-        ({"serve_cmd": "srv --port {port"}, "bad --serve-cmd template"),
+        ({"serve_cmd": "srv --port {port"}, "--serve-cmd: bad template"),
         ({"serve_cmd": "srv {port}", "url": "http://x"}, "not both"),
         ({"pid": 1}, "--pid only applies with --url"),
         ({"url": "localhost:8000"}, "must start with http://"),

@@ -19,6 +19,7 @@ from harness.bisect.bisect import (
 from harness.bisect.history import Commit
 from harness.bisect.report import headline, summary, write_bisect_report
 from harness.bisect.run import Bisector, Step
+from harness.runs.plan import Context
 from harness.workload.suite import load_suite
 
 
@@ -202,7 +203,7 @@ def scripted_bisector(
 ) -> tuple[ScriptedBisector, list, Commit]:
     good = Commit("g" * 40, "good")
     commits = [Commit(f"{i:040d}", f"commit {i}") for i in range(n)]
-    b = ScriptedBisector(Path("."), load_suite("boundary-spill"), Path("logs"))
+    b = ScriptedBisector(Context(load_suite("boundary-spill")), Path("logs"))
     b.culprit, b.index = culprit, {c.sha: i for i, c in enumerate(commits)}
     b.broken = frozenset(commits[i].sha for i in broken)
     b.unsure = frozenset(commits[i].sha for i in unsure)

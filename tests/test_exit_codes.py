@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from harness_helpers import scripted, unique_marker, write_suite
 
 from harness.cli.main import main
+from harness.cli.outputs import writable_file
 
 from fake_runs import make_run
 
@@ -114,7 +115,8 @@ def test_a_mistyped_suite_is_one_line(tmp_path, verb, text, needle):
         (["run", "--serve-cmd", scripted("--tag 'x")], "No closing quotation"),
         (["run", "--serve-cmd", scripted("{flags}"), "--flags", "--tag 'x"],
          "No closing quotation"),
-        (["run", "--flags", "--parallel 'x"], "No closing quotation"),
+        (["ab", "--base-cmd", scripted(), "--head-cmd", scripted(), "--head-flags", "--tag x"],
+         "--head-flags ('--tag x') cannot reach the head arm: its command has no {flags}"),
         (["ab", "--base-cmd", scripted(), "--head-cmd", scripted(), "--head-env", "A='x"],
          "No closing quotation"),
         (["ab", "--base-cmd", scripted(), "--head-cmd", scripted("{flags}"), "--head-flags",
@@ -123,10 +125,20 @@ def test_a_mistyped_suite_is_one_line(tmp_path, verb, text, needle):
          "KEY=VALUE"),
         (["ab", "--base", "HEAD", "--base-cmd", scripted(), "--head-cmd", scripted()],
          "give --base or --base-cmd, not both"),
+        (["ab", "--head-url", "http://127.0.0.1:9", "--head-cmd", scripted()],
+         "give --head-cmd or --head-url, not both"),
+        (["ab", "--base-cmd", scripted(), "--head-cmd", scripted(), "--head-pid", "4"],
+         "--head-pid only applies with --head-url"),
+        (["ab", "--base-url", "http://127.0.0.1:9", "--head-cmd", scripted(), "--flags", "-x"],
+         "--flags ('-x') cannot reach the base arm: it is a running server"),
+        (["ab", "--base-cmd", scripted(), "--head-cmd", scripted(), "--isolated"],
+         "--isolated applies to arms served from git refs"),
         (["ab", "--head-cmd", scripted()], "not a git repository"),
     ],
 )  # fmt: skip
-def test_unbalanced_quotes_and_conflicts_are_one_line(tmp_path, args, needle):
+def test_unbalanced_quotes_and_conflicts_are_one_line(tmp_path, monkeypatch, args, needle):
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))  # pytest's basetemp may
+    # lie inside a git repository: this folder must still be outside one
     suite = write_suite(tmp_path, SUITE.format(extra=""))
     out = cli(args[0], "--quiet", "--suite", str(suite), *args[1:], cwd=tmp_path)
     one_line_error(out, needle)
@@ -288,3 +300,14 @@ def test_the_exit_code_survives_a_verdict_table_that_fails(tmp_path, monkeypatch
     r = cli("compare", str(base), str(head), cwd=tmp_path)
     assert r.returncode == 1 and "verdict: REGRESSION (exit 1)" in r.stdout, r.stdout + r.stderr
     assert "error: verdict table not printed: KeyError" in r.stderr and "report: " in r.stdout
+
+
+def test_checking_an_output_file_keeps_what_it_holds(tmp_path):
+    """The check before a run must not empty an earlier measurement: the run may still fail."""
+    earlier = tmp_path / "run.json"
+    earlier.write_text('{"runs": ["an earlier measurement"]}\n')
+    assert writable_file(earlier) == earlier
+    assert earlier.read_text() == '{"runs": ["an earlier measurement"]}\n'
+    run = ["run", "--quiet", "--suite", str(write_suite(tmp_path, SUITE.format(extra="")))]
+    failed = cli(*run, "--serve-cmd", NEVER_STARTS, "--out", str(earlier), cwd=tmp_path)
+    assert failed.returncode == 2 and "an earlier measurement" in earlier.read_text()

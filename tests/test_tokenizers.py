@@ -5,7 +5,7 @@ where a server cannot count a prompt."""
 from __future__ import annotations
 
 import pytest
-from harness_helpers import scripted, unique_marker, wait_no_survivors, write_suite
+from harness_helpers import engine_arm, scripted, unique_marker, wait_no_survivors, write_suite
 
 from harness.arms.arms import make_arm
 from harness.runs.run import run_arm
@@ -74,7 +74,7 @@ def test_chat_rate_and_shared_prefix_on_the_reference_engine(tmp_path):
     all opening with the same 24-token prefix (which the prompt cache then reuses), sent at
     seeded Poisson arrival times."""
     suite = load_suite(str(write_suite(tmp_path, TINY)))
-    run = run_arm(suite, make_arm("tiny"), tmp_path / "s.log")
+    run = run_arm(suite, engine_arm("tiny"), tmp_path / "s.log")
     assert run["valid"], run["invalid_reasons"]
     assert run["prompt_tokenizer"] == "server /tokenize" and run["prompt_tokens_exact"]
     reqs = run["requests"]

@@ -1,17 +1,19 @@
-"""Arms: what server one run measures. The working tree's reference engine, any
-OpenAI-compatible server started from a command template, or a server already running at a URL."""
+"""Arms: what server one run measures. A commit (or the working tree) of a project started as
+its project file says, any OpenAI-compatible server started from a command template, or a
+server already running at a URL."""
 
 from __future__ import annotations
 
 import shlex
-import string
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-ENGINE_TEMPLATE = "{python} -m engine.cli serve --model {model} --port {port} {flags}"
-PLACEHOLDERS = {"python", "port", "model", "flags"}
+from harness.arms.project import SERVE_PLACEHOLDERS, Project, ProjectError, check_template
+from harness.arms.project import placeholders as template_names
+from harness.arms.worktrees import Checkout
+
+REPO_ROOT = Path(__file__).resolve().parents[2]  # the harness's own source (its version, commit)
 
 
 class ArmError(ValueError):
@@ -20,46 +22,51 @@ class ArmError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Arm:
-    kind: str  # "engine" | "command" | "url"
+    kind: str  # "project" | "command" | "url"
     model: str
     flags: str = ""
-    template: str = ENGINE_TEMPLATE
+    template: str = ""
+    server: str = ""  # the name a suite's flags table is keyed by ("" for a URL)
     url: str | None = None
     pid: int | None = None
-    cwd: Path = REPO_ROOT
+    cwd: Path = Path(".")  # where the server runs; {worktree}
     env: tuple[tuple[str, str], ...] = ()  # added to the server's environment
     python: str = ""  # the interpreter {python} names; "" = this one
+    ready_path: str = ""  # "" = /health, else /v1/models
+    strict_counters: bool = False  # every counter series the suite expects must exist
+    reports_commit: bool = False  # /health's "commit" must be the checkout's
+    api_key: str = ""  # sent as Authorization: Bearer; never written to a report
 
     @property
     def launches(self) -> bool:
         return self.kind != "url"
 
     @property
-    def strict_counters(self) -> bool:
-        """Only the reference engine is held to every series a suite names."""
-        return self.kind == "engine"
+    def takes_flags(self) -> bool:
+        return self.launches and "flags" in template_names(self.template)
 
     def command(self, port: int) -> list[str]:
         """The argv that starts this arm's server on `port`."""
         if not self.launches:
-            raise ArmError("an arm given by --url is not launched")
+            raise ArmError("an arm given by a URL is not launched")
         values = {
             "python": shlex.quote(self.python or sys.executable),
             "port": str(port),
             "model": shlex.quote(self.model),
             "flags": self.flags,
+            "worktree": shlex.quote(str(self.cwd.resolve())),
         }
         try:
             return shlex.split(self.template.format_map(values))
         except (KeyError, IndexError, ValueError) as exc:
-            what = "server flags" if self.kind == "engine" else "server command"
             raise ArmError(
-                f"bad {what} {self.template!r} with flags {self.flags!r}: {exc}"
+                f"bad server command {self.template!r} with flags {self.flags!r}: {exc}"
             ) from None
 
     def describe(self) -> dict:
         return {
             "kind": self.kind,
+            "server": self.server,
             "model": self.model,
             "flags": self.flags,
             "template": self.template if self.launches else None,
@@ -67,7 +74,52 @@ class Arm:
             "pid": self.pid,
             "cwd": str(self.cwd),
             "env": dict(self.env),
+            "api_key": "set" if self.api_key else None,
         }
+
+
+def program(cmd: str) -> str:
+    """A command's program by name: `{python}` -> python, /opt/bin/llama-server -> llama-server."""
+    try:
+        tokens = shlex.split(cmd)
+    except ValueError:
+        tokens = cmd.split()
+    first = (tokens or ["command"])[0]
+    return Path(first.replace("{python}", "python")).name or first
+
+
+def command_arm(model: str, flags: str, cmd: str, option: str = "--serve-cmd", **kw) -> Arm:
+    """Any OpenAI-compatible server from a command template; it runs in the current folder."""
+    try:
+        check_template(cmd, SERVE_PLACEHOLDERS, option)
+    except ProjectError as exc:
+        raise ArmError(str(exc)) from None
+    if "{port}" not in cmd:
+        raise ArmError(f"{option} must contain {{port}} so the harness can pick a free port")
+    return _checked(Arm("command", model, flags, cmd, program(cmd), cwd=Path.cwd(), **kw))
+
+
+def url_arm(model: str, url: str, pid: int | None, option: str = "--url", **kw) -> Arm:
+    """A server already running at `url`; with its pid, its memory is sampled too."""
+    if not url.startswith(("http://", "https://")):
+        raise ArmError(f"{option} must start with http:// or https://, got {url!r}")
+    return Arm("url", model, url=url.rstrip("/"), pid=pid, **kw)
+
+
+def project_arm(project: Project, co: Checkout, model: str, flags: str, **kw) -> Arm:
+    """A checkout of the project, started in its worktree as the project file says."""
+    python = project.python.format(worktree=shlex.quote(str(co.path))) if project.python else ""
+    arm = Arm(
+        "project", model, flags, project.serve, project.name, cwd=co.path, env=project.env,
+        python=python, ready_path=project.ready_path, strict_counters=project.strict_counters,
+        reports_commit=project.reports_commit, **kw,
+    )  # fmt: skip
+    return _checked(arm)
+
+
+def _checked(arm: Arm) -> Arm:
+    arm.command(0)  # an unbalanced quote in the template or the flags fails now, not at launch
+    return arm
 
 
 def make_arm(
@@ -76,31 +128,15 @@ def make_arm(
     serve_cmd: str | None = None,
     url: str | None = None,
     pid: int | None = None,
+    api_key: str = "",
 ) -> Arm:
-    """Build the arm from CLI options: --url wins over --serve-cmd, which wins over the engine."""
+    """`harness run`'s arm from --serve-cmd or --url (a project arm comes from project_arm)."""
     if serve_cmd and url:
         raise ArmError("give either --serve-cmd or --url, not both")
     if pid is not None and not url:
         raise ArmError("--pid only applies with --url (a launched server is sampled already)")
     if url:
-        if not url.startswith(("http://", "https://")):
-            raise ArmError(f"--url must start with http:// or https://, got {url!r}")
-        return Arm("url", model, flags, url=url.rstrip("/"), pid=pid)
-    if serve_cmd:
-        try:
-            names = {f for _, f, _, _ in string.Formatter().parse(serve_cmd) if f is not None}
-        except ValueError as exc:
-            raise ArmError(f"bad --serve-cmd template: {exc}") from None
-        unknown = names - PLACEHOLDERS
-        if unknown:
-            raise ArmError(
-                f"--serve-cmd has unknown placeholder(s) {sorted(unknown)}; "
-                "known: {port} {model} {flags} {python} (write {{ }} for literal braces)"
-            )
-        if "port" not in names:
-            raise ArmError("--serve-cmd must contain {port} so the harness can pick a free port")
-        arm = Arm("command", model, flags, template=serve_cmd, cwd=Path.cwd())
-    else:
-        arm = Arm("engine", model, flags)
-    arm.command(0)  # an unbalanced quote in the template or the flags fails now, not at launch
-    return arm
+        return url_arm(model, url, pid, api_key=api_key)
+    if not serve_cmd:
+        raise ArmError("make_arm needs --serve-cmd or --url")
+    return command_arm(model, flags, serve_cmd, api_key=api_key)

@@ -60,10 +60,13 @@ def free_port() -> int:
                 return port
 
 
-def probe(url: str, timeout: float = 2.0) -> tuple[int, dict]:
+def probe(url: str, timeout: float = 2.0, api_key: str = "") -> tuple[int, dict]:
     """GET url -> (status, JSON body or {}); status 0 when nothing answered."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
+        with urllib.request.urlopen(
+            urllib.request.Request(url, headers=headers), timeout=timeout
+        ) as resp:
             status, body = resp.status, resp.read()
     except urllib.error.HTTPError as exc:
         status, body = exc.code, exc.read()
@@ -76,16 +79,19 @@ def probe(url: str, timeout: float = 2.0) -> tuple[int, dict]:
     return status, data if isinstance(data, dict) else {}
 
 
-def wait_ready(base: str, deadline: float, alive=lambda: True) -> tuple[str, dict]:
-    """Poll /health (503 = still loading), falling back to /v1/models when there is no /health."""
-    path = "/health"
+def wait_ready(
+    base: str, deadline: float, alive=lambda: True, path: str = "", api_key: str = ""
+) -> tuple[str, dict]:
+    """Poll `path`; by default /health (503 = still loading), falling back to /v1/models when
+    there is no /health."""
+    fixed, path = bool(path), path or "/health"
     while time.monotonic() < deadline:
         if not alive():
             raise LaunchError("server exited before it was ready")
-        status, body = probe(base + path, timeout=1.0)
+        status, body = probe(base + path, timeout=1.0, api_key=api_key)
         if status == 200:
             return path, body
-        if status in (404, 405, 501) and path == "/health":
+        if status in (404, 405, 501) and path == "/health" and not fixed:
             path = "/v1/models"
             continue
         time.sleep(0.02)
@@ -140,7 +146,13 @@ class Launcher:
         _LIVE.add(self)
         base = f"http://127.0.0.1:{self.port}"
         try:
-            path, health = wait_ready(base, t0 + self.timeout_s, lambda: self.proc.poll() is None)
+            path, health = wait_ready(
+                base,
+                t0 + self.timeout_s,
+                lambda: self.proc.poll() is None,
+                self.arm.ready_path,
+                self.arm.api_key,
+            )
         except LaunchError as exc:
             rc = self.proc.poll()
             why = f"server exited with code {rc} before it was ready" if rc is not None else exc

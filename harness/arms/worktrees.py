@@ -32,12 +32,23 @@ def cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "servegate"
 
 
+def cache_dir(repo: Path) -> Path:
+    """This repository's folder in the cache: its worktrees and build logs, one per sha."""
+    key = hashlib.sha256(str(repo.resolve()).encode()).hexdigest()[:12]
+    return cache_root() / "worktrees" / key
+
+
 @dataclass(frozen=True)
 class Checkout:
     ref: str  # as the user wrote it
     commit: str  # full sha (HEAD's for the working tree)
     path: Path  # where the arm's code is served from
     dirty: bool = False  # the working tree with uncommitted changes
+    repo: Path | None = None  # the repository it was checked out of
+
+    @property
+    def is_working_tree(self) -> bool:
+        return self.repo is not None and self.path == self.repo
 
     @property
     def label(self) -> str:
@@ -50,8 +61,9 @@ def repo_root(start: Path) -> Path:
         return Path(_git(start, "rev-parse", "--show-toplevel"))
     except RefError as exc:
         raise RefError(
-            f"{exc}: an arm served from a git ref (--base/--head, the default) needs the "
-            "repository; run inside it, or give both arms as --base-cmd/--head-cmd"
+            f"{exc}: an arm served from a git ref (the default) needs the repository; run "
+            "inside it, or give each arm as a command (--serve-cmd, --base-cmd, --head-cmd) "
+            "or a URL (--url, --base-url, --head-url)"
         ) from None
 
 
@@ -66,32 +78,17 @@ def checkout(repo: Path, ref: str) -> Checkout:
     """The worktree for ref (created on first use), or the working tree itself."""
     if ref in WORKING_TREE:
         dirty = bool(_git(repo, "status", "--porcelain", "--untracked-files=no"))
-        return Checkout(ref, resolve(repo, "HEAD"), repo, dirty)
+        return Checkout(ref, resolve(repo, "HEAD"), repo, dirty, repo)
     sha = resolve(repo, ref)
-    repo_key = hashlib.sha256(str(repo.resolve()).encode()).hexdigest()[:12]
-    path = cache_root() / "worktrees" / repo_key / sha
+    path = cache_dir(repo) / sha
     if path.exists():
         try:
             if _git(path, "rev-parse", "HEAD") == sha:
-                return Checkout(ref, sha, path)
+                return Checkout(ref, sha, path, repo=repo)
         except RefError:
             pass
         _git(repo, "worktree", "remove", "--force", str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     _git(repo, "worktree", "prune")
     _git(repo, "worktree", "add", "--detach", "--force", str(path), sha)
-    return Checkout(ref, sha, path)
-
-
-def isolated_python(co: Checkout) -> Path:
-    """A virtual environment built by the checkout's own install script (cached per sha)."""
-    python = co.path / ".venv" / "bin" / "python"
-    if not python.exists():
-        script = co.path / "scripts" / "install.sh"
-        if not script.exists():
-            raise RefError(f"{co.label}: no scripts/install.sh to build an isolated environment")
-        out = subprocess.run(["sh", str(script)], capture_output=True, text=True)
-        if out.returncode != 0:
-            tail = (out.stdout + out.stderr).strip().splitlines()[-3:]
-            raise RefError(f"{co.label}: install failed: {' | '.join(tail)}")
-    return python
+    return Checkout(ref, sha, path, repo=repo)

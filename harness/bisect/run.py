@@ -25,7 +25,8 @@ from harness.bisect.bisect import (
 from harness.bisect.history import Commit
 from harness.load.phase import Progress
 from harness.report.report import to_plain
-from harness.runs.ab import ABRunner, Side, ab_result, plan_arm
+from harness.runs.ab import ABRunner, ab_result
+from harness.runs.plan import Context, Side, plan_arm
 from harness.stats.compare import INVALID, Comparison, ComparisonError
 from harness.workload.suite import Suite
 
@@ -57,12 +58,8 @@ class BisectOutcome:
 
 @dataclass
 class Bisector:
-    repo: Path
-    suite: Suite
+    ctx: Context  # the suite, the repository and its project file, --model, --flags
     log_dir: Path
-    model: str | None = None
-    flags: str | None = None
-    isolated: bool = False
     rounds: int = 3
     max_rounds: int = 7
     ready_timeout_s: float = 180.0
@@ -78,7 +75,7 @@ class Bisector:
         plans = {"base": self._plan("base", base, suite)}
         try:
             plans["head"] = self._plan("head", head, suite)
-        except (RefError, ArmError) as e:
+        except (RefError, ArmError) as e:  # a failed build too: that commit is skipped
             return Step(role, base, head, time.monotonic() - started, None, Mark.SKIP, str(e))
         runner = ABRunner(
             suite,
@@ -101,8 +98,11 @@ class Bisector:
         return Step(role, base, head, time.monotonic() - started, result)
 
     def _plan(self, name: str, commit: Commit, suite: Suite):
-        side = Side(commit.sha)
-        return plan_arm(name, side, self.repo, suite, self.model, self.flags, self.isolated)
+        return plan_arm(name, Side(commit.sha), dataclasses.replace(self.ctx, suite=suite))
+
+    @property
+    def suite(self) -> Suite:
+        return self.ctx.suite
 
     def run(
         self, good: Commit, commits: list[Commit], asked: tuple[str, ...] = ()

@@ -14,13 +14,21 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.arms.arms import ArmError
-from harness.arms.worktrees import RefError, repo_root
-from harness.cli.options import report_options
+from harness.arms.project import ProjectError
+from harness.arms.worktrees import RefError
+from harness.cli.options import (
+    api_key_option,
+    arm_context,
+    report_options,
+    side_options,
+    sides_from,
+)
 from harness.cli.outputs import OutputError, writable_dir
 from harness.report.display import LiveProgress
 from harness.report.report import write_report
 from harness.report.saved import compare_saved, load_result
-from harness.runs.ab import ABRunner, Side, ab_result, label_arms, needs_git, plan_arm
+from harness.runs.ab import ABRunner, ab_result
+from harness.runs.plan import default_refs, label_arms, plan_arm, unsampled_memory
 from harness.stats.compare import EXIT_MEANING, ComparisonError
 from harness.stats.verdict import clear_pass
 from harness.workload.suite import SuiteError, load_suite
@@ -37,33 +45,16 @@ class InputError(click.ClickException):
         super().__init__(one_line(message))
 
 
+def input_error(exc: Exception) -> InputError:
+    """The one-line error for bad input; a failed build shows its log's tail above it."""
+    if tail := getattr(exc, "log_tail", ""):
+        click.echo("\n".join(f"build log: {line}" for line in tail.splitlines()[-10:]), err=True)
+    return InputError(str(exc))
+
+
 def one_line(message: object) -> str:
     """Any message as one line (stderr's contract: one line per failure)."""
     return " ".join(str(message).split()) or "no message"
-
-
-def side_options(f):
-    for arm in ("head", "base"):
-        f = click.option(
-            f"--{arm}-cmd",
-            default=None,
-            metavar="TEMPLATE",
-            help=f"Start the {arm} arm from a command template with {{port}} "
-            "(any OpenAI-compatible server) instead of the reference engine.",
-        )(f)
-        f = click.option(
-            f"--{arm}-env",
-            default="",
-            metavar="'K=V ...'",
-            help=f"Environment settings for the {arm} arm's server.",
-        )(f)
-        f = click.option(
-            f"--{arm}-flags",
-            default="",
-            metavar="'FLAGS'",
-            help=f"Server flags added for the {arm} arm only.",
-        )(f)
-    return f
 
 
 def _median(xs: list) -> float | None:
@@ -143,7 +134,7 @@ def finish(result: dict, out_dir: Path) -> NoReturn:
     "base_ref",
     default=None,
     metavar="REF",
-    help="Git ref served by the base arm [default: the working tree].",
+    help="Git ref served by the base arm [default: HEAD].",
 )
 @click.option(
     "--head",
@@ -151,7 +142,7 @@ def finish(result: dict, out_dir: Path) -> NoReturn:
     default=None,
     metavar="REF",
     help="Git ref served by the head arm; WORKTREE (or .) = the working tree with "
-    "its uncommitted changes [default: the working tree].",
+    "its uncommitted changes [default: WORKTREE].",
 )
 @click.option(
     "--suite",
@@ -184,8 +175,10 @@ def finish(result: dict, out_dir: Path) -> NoReturn:
 @click.option(
     "--isolated",
     is_flag=True,
-    help="Serve each git ref from its own virtual environment (built once per sha).",
+    help="Build and serve each git ref as servegate.toml's [server.isolated] says (this "
+    "repository: its own virtual environment, built once per sha).",
 )
+@api_key_option
 @report_options
 def ab(
     base_ref,
@@ -193,52 +186,49 @@ def ab(
     suite_name,
     model,
     flags,
-    base_flags,
-    base_env,
-    base_cmd,
-    head_flags,
-    head_env,
-    head_cmd,
     rounds,
     max_rounds,
     null_arm,
     isolated,
+    api_key,
     out_dir,
     ready_timeout,
     quiet,
+    **side_opts,
 ):
     """A/B two builds or two configurations under the same load and gate on the result.
 
     \b
     harness ab --base main --head HEAD
+    harness ab                                  # HEAD vs the working tree, as git diff
     harness ab --head-flags "--max-batch-prefill-tokens 2048" --suite boundary-spill
     harness ab --base-cmd "llama-server -m m.gguf --port {port}" --head-cmd "..."
+    harness ab --base-url http://127.0.0.1:8000 --head-url http://127.0.0.1:8001
 
     Each of R rounds starts every arm cold (rotating order), fires the suite's load and
     samples memory; per metric the head/base ratio gets a 95% CI and a verdict. Writes
     results/DATE-SUITE-BASE-vs-HEAD.md (+ .json, plots) under the current folder. Exit 0
     pass (improvements and inconclusive-with-warning included), 1 regression, 2 invalid run,
-    infra failure, crash or bad input. Git refs need the repository; two --*-cmd arms need
-    no git and run their commands in the current folder.
+    infra failure, crash, failed build or bad input. Git refs need the repository and its
+    servegate.toml (docs/projects.md), which says how a commit is built (once per sha) and
+    served; command and URL arms need neither.
     """
     console = Console(stderr=True)
-    sides = {
-        "base": Side(base_ref, base_flags, base_env, base_cmd),
-        "head": Side(head_ref, head_flags, head_env, head_cmd),
-    }
     try:
+        sides = default_refs(sides_from(side_opts, base_ref, head_ref))
         suite = load_suite(suite_name)
         writable_dir(out_dir)
         stamp_dir = writable_dir(out_dir / "logs" / suite.name)
-        repo = repo_root(Path.cwd()) if needs_git(sides) else None
-        plans = {n: plan_arm(n, s, repo, suite, model, flags, isolated) for n, s in sides.items()}
+        ctx = arm_context(sides, suite, model, flags, isolated, api_key)
+        plans = {n: plan_arm(n, s, ctx) for n, s in sides.items()}
         if null_arm:
-            plans["null"] = plan_arm("null", sides["base"], repo, suite, model, flags, isolated)
+            plans["null"] = plan_arm("null", sides["base"], ctx)
         label_arms(plans, sides)
-    except (SuiteError, ArmError, RefError, OutputError) as e:
-        raise InputError(str(e)) from None
+    except (SuiteError, ArmError, RefError, ProjectError, OutputError) as e:
+        raise input_error(e) from None
     if max_rounds < rounds:
         max_rounds = rounds
+    suite, notes = unsampled_memory(suite, plans)
     runner = ABRunner(
         suite,
         plans,
@@ -247,6 +237,7 @@ def ab(
         max_rounds,
         ready_timeout,
         progress=lambda label: LiveProgress(console, label, disabled=quiet),
+        notes=notes,
     )
     command = "harness " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     try:

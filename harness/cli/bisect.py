@@ -13,14 +13,16 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.arms.arms import ArmError
+from harness.arms.project import ProjectError, find_project
 from harness.arms.worktrees import RefError, repo_root
 from harness.bisect.bisect import BisectError
 from harness.bisect.history import commit_info, first_parent_commits
 from harness.bisect.report import headline, step_row, summary, write_bisect_report
 from harness.bisect.run import Bisector, Step
-from harness.cli.ab import EXIT_INVALID, InputError
-from harness.cli.options import report_options
+from harness.cli.ab import EXIT_INVALID, InputError, input_error
+from harness.cli.options import api_key_option, report_options
 from harness.report.display import LiveProgress
+from harness.runs.plan import Context
 from harness.workload.suite import SuiteError, load_suite
 
 
@@ -92,8 +94,9 @@ def print_path(console: Console, data: dict) -> None:
 @click.option(
     "--isolated",
     is_flag=True,
-    help="Serve each commit from its own virtual environment (built once per sha).",
+    help="Build and serve each commit as servegate.toml's [server.isolated] says.",
 )
+@api_key_option
 @report_options
 def bisect(
     good_ref,
@@ -105,6 +108,7 @@ def bisect(
     rounds,
     max_rounds,
     isolated,
+    api_key,
     out_dir,
     ready_timeout,
     quiet,
@@ -119,7 +123,7 @@ def bisect(
     halves bad's first-parent history: each step A/Bs one commit against good with the same
     rounds and statistics. It is bad when a followed metric regresses, good when each one
     passes or its CI excludes bad's confirmed regression (docs/ci.md). A commit that cannot
-    be installed, started or served is skipped; one still undecided after --max-rounds is
+    be built, started or served is skipped; one still undecided after --max-rounds is
     unresolved; neither is guessed. Prints "first bad commit: SHA SUBJECT" and writes
     results/DATE-bisect-SUITE-GOOD-BAD.md with the path and the culprit's A/B against its
     parent. Exit 0 when a first bad commit is named, 2 when it cannot be.
@@ -130,8 +134,10 @@ def bisect(
         repo = repo_root(Path.cwd())
         commits = first_parent_commits(repo, good_ref, bad_ref)
         good = commit_info(repo, good_ref)
-    except (SuiteError, RefError) as e:
-        raise InputError(str(e)) from None
+        project = find_project(repo)
+        project.variant(isolated)  # no [server.isolated] for --isolated: said now
+    except (SuiteError, RefError, ProjectError) as e:
+        raise input_error(e) from None
     if unknown := [m for m in metrics if m not in suite.gate]:
         gated = ", ".join(suite.gate)
         raise InputError(f"--metric {unknown[0]} is not gated by suite {suite.name} ({gated})")
@@ -148,12 +154,8 @@ def bisect(
         )
 
     bisector = Bisector(
-        repo,
-        suite,
+        Context(suite, repo, project, model, flags, isolated, api_key),
         out_dir / "logs" / f"bisect-{suite.name}",
-        model,
-        flags,
-        isolated,
         rounds,
         max(rounds, max_rounds),
         ready_timeout,
@@ -164,8 +166,8 @@ def bisect(
     console.print(f"bisect: {len(commits)} first-parent commit(s) after {good.short}", markup=False)
     try:
         outcome = bisector.run(good, commits, tuple(metrics))
-    except (BisectError, RefError, ArmError, SuiteError) as e:
-        raise InputError(str(e)) from None
+    except (BisectError, RefError, ArmError, SuiteError, ProjectError) as e:
+        raise input_error(e) from None
     except KeyboardInterrupt:
         console.print("interrupted: every server was stopped")
         sys.exit(130)

@@ -14,14 +14,18 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from harness.arms.arms import ArmError, make_arm
+from harness.arms.arms import ArmError
 from harness.arms.launcher import LaunchError
-from harness.cli.ab import EXIT_INVALID, InputError, ab, compare, report
+from harness.arms.project import ProjectError
+from harness.arms.worktrees import RefError
+from harness.cli.ab import EXIT_INVALID, InputError, ab, compare, input_error, report
 from harness.cli.bisect import bisect
+from harness.cli.options import api_key_option, arm_context
 from harness.cli.outputs import OutputError, writable_file
 from harness.cli.sweep import sweep
 from harness.report.display import LiveProgress, print_run
 from harness.runs.machine import harness_version
+from harness.runs.plan import Side, default_refs, plan_arm
 from harness.runs.run import run_arm
 from harness.workload.suite import SuiteError, load_suite, shipped
 
@@ -53,7 +57,7 @@ def main() -> None:
     harness sweep --levels 1,2,4,8     load curves, the knee; A/B them per level
     harness bisect --good REF          name the commit that introduced a regression
     harness suites                     list the shipped load suites
-    harness run --suite smoke          start the reference engine cold and measure it
+    harness run --suite smoke          start the working tree's server cold and measure it
     harness run --suite smoke --serve-cmd "llama-server -m M.gguf --port {port}"
     harness run --suite smoke --url http://127.0.0.1:8000 --pid 1234
     """
@@ -74,11 +78,18 @@ def main() -> None:
     help="Server flags, replacing the suite's `flags` (quote them as one argument).",
 )
 @click.option(
+    "--ref",
+    default=None,
+    metavar="REF",
+    help="Serve this git ref of the project, built and started as servegate.toml says "
+    "[default: the working tree].",
+)
+@click.option(
     "--serve-cmd",
     default=None,
     metavar="TEMPLATE",
-    help="Start any OpenAI-compatible server instead of the reference engine. "
-    "{port} is required; {model}, {flags} and {python} are filled in too.",
+    help="Start any OpenAI-compatible server instead of the project's. "
+    "{port} is required; {model}, {flags}, {worktree} and {python} are filled in too.",
 )
 @click.option("--url", default=None, help="Measure a server that is already running here.")
 @click.option(
@@ -108,11 +119,14 @@ def main() -> None:
     help="Seconds to wait for the server to answer /health.",
 )
 @click.option("--quiet", is_flag=True, help="No live progress display.")
-def run(suite_name, model, flags, serve_cmd, url, pid, repeat, out, ready_timeout, quiet) -> None:
+@api_key_option
+def run(
+    suite_name, model, flags, ref, serve_cmd, url, pid, repeat, out, ready_timeout, quiet, api_key
+) -> None:
     """Start one arm cold, drive the suite's phases, print the summary, write the run JSON.
 
-    The default arm is this working tree's reference engine
-    (`python -m engine.cli serve --model M --port P FLAGS`). Exits 0 when every run is
+    The default arm is the working tree of the repository you are in, built and served as its
+    servegate.toml says (in this repository: the reference engine). Exits 0 when every run is
     valid; 2 when a run is invalid (a phase's expected counters did not move, or more
     requests failed than the suite allows), the server crashed or never became ready.
 
@@ -120,16 +134,18 @@ def run(suite_name, model, flags, serve_cmd, url, pid, repeat, out, ready_timeou
     harness run --suite smoke
     harness run --suite suites/my.toml --flags "--max-batch-prefill-tokens 2048" --repeat 3
     harness run --suite smoke --serve-cmd "llama-server -m M.gguf --port {port}"
+    harness run --suite smoke --ref main~3
     """
     signal.signal(signal.SIGTERM, _terminate)
     try:
         suite = load_suite(suite_name)
-        arm = make_arm(model or suite.model, suite.flags if flags is None else flags,
-                       serve_cmd, url, pid)  # fmt: skip
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         out = writable_file(out or Path("results/runs") / f"{stamp}-{suite.name}.json")
-    except (SuiteError, ArmError, OutputError) as exc:
-        raise InputError(str(exc)) from None
+        sides = default_refs({"arm": Side(ref, "", "", serve_cmd, url, pid)})
+        ctx = arm_context(sides, suite, model, flags, False, api_key)
+        arm = plan_arm("arm", sides["arm"], ctx).arm
+    except (SuiteError, ArmError, RefError, ProjectError, OutputError) as exc:
+        raise input_error(exc) from None
     console = Console(stderr=True)
     runs = []
     try:

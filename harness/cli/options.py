@@ -8,6 +8,12 @@ from pathlib import Path
 
 import click
 
+from harness.arms.arms import ArmError
+from harness.arms.project import find_project
+from harness.arms.worktrees import repo_root
+from harness.runs.plan import Context, Side, check_sides
+from harness.workload.suite import Suite
+
 
 def report_options(command: Callable) -> Callable:
     """--out-dir, --ready-timeout and --quiet, as every such verb takes them."""
@@ -32,3 +38,69 @@ def report_options(command: Callable) -> Callable:
     ):
         command = option(command)
     return command
+
+
+def api_key_option(command: Callable) -> Callable:
+    return click.option(
+        "--api-key",
+        envvar="OPENAI_API_KEY",
+        default="",
+        metavar="KEY",
+        help="Sent to every arm as `Authorization: Bearer KEY` [env: OPENAI_API_KEY].",
+    )(command)
+
+
+def side_options(command: Callable) -> Callable:
+    """--base-cmd/--head-cmd, --*-url, --*-pid, --*-env, --*-flags: how each arm differs."""
+    for arm in ("head", "base"):
+        for name, kind, metavar, text in (
+            ("cmd", None, "TEMPLATE", "Start the {arm} arm from a command template with "
+             "{{port}} (any OpenAI-compatible server) instead of a git ref of the project."),
+            ("url", None, "URL", "Measure a server already running at URL as the {arm} arm."),
+            ("pid", int, "PID", "With --{arm}-url: its pid, so its memory is sampled (and gated)."),
+            ("env", None, "'K=V ...'", "Environment settings for the {arm} arm's server."),
+            ("flags", None, "'FLAGS'", "Server flags added for the {arm} arm only (its command "
+             "must have {{flags}})."),
+        ):  # fmt: skip
+            command = click.option(
+                f"--{arm}-{name}",
+                type=kind,
+                default=None if name in ("cmd", "url", "pid") else "",
+                metavar=metavar,
+                help=text.format(arm=arm),
+            )(command)
+    return command
+
+
+def sides_from(opts: dict, base_ref: str | None, head_ref: str | None) -> dict[str, Side]:
+    """The two arms' Sides from side_options' values (popped from `opts`)."""
+    return {
+        arm: Side(
+            ref,
+            opts.pop(f"{arm}_flags"),
+            opts.pop(f"{arm}_env"),
+            opts.pop(f"{arm}_cmd"),
+            opts.pop(f"{arm}_url"),
+            opts.pop(f"{arm}_pid"),
+            prefix=arm,
+        )
+        for arm, ref in (("base", base_ref), ("head", head_ref))
+    }
+
+
+def arm_context(
+    sides: dict[str, Side],
+    suite: Suite,
+    model: str | None,
+    flags: str | None,
+    isolated: bool,
+    api_key: str,
+) -> Context:
+    """The repository and project file when any arm is a git ref (raises RefError or
+    ProjectError for a folder without them); `--isolated` only means something then."""
+    if not check_sides(sides):
+        if isolated:
+            raise ArmError("--isolated applies to arms served from git refs, and none is")
+        return Context(suite, model=model, flags=flags, api_key=api_key)
+    repo = repo_root(Path.cwd())
+    return Context(suite, repo, find_project(repo), model, flags, isolated, api_key)

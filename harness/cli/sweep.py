@@ -5,17 +5,23 @@ from __future__ import annotations
 
 import shlex
 import sys
-from pathlib import Path
 
 import click
 from rich.console import Console
 
 from harness.arms.arms import ArmError
-from harness.arms.worktrees import RefError, repo_root
-from harness.cli.ab import InputError, side_options
-from harness.cli.options import report_options
+from harness.arms.project import ProjectError
+from harness.arms.worktrees import RefError
+from harness.cli.ab import InputError, input_error
+from harness.cli.options import (
+    api_key_option,
+    arm_context,
+    report_options,
+    side_options,
+    sides_from,
+)
 from harness.report.display import LiveProgress
-from harness.runs.ab import Side, label_arms, plan_arm
+from harness.runs.plan import Side, default_refs, label_arms, plan_arm, unsampled_memory
 from harness.stats.compare import ComparisonError
 from harness.sweep.knee import KNEE_GAIN, SloError, parse_slos
 from harness.sweep.report import print_sweep, sweep_result, write_sweep_report
@@ -24,17 +30,14 @@ from harness.sweep.verdict import CURVE_METRICS, judge
 from harness.workload.suite import SuiteError, load_suite
 
 
-def _sides(ref, serve_cmd, flags_env, base_ref, head_ref, opts) -> dict[str, Side]:
-    """One arm (`--ref`/`--serve-cmd`) unless any --base*/--head* option names two."""
-    two = base_ref or head_ref or any(opts.values())
-    if two and (ref or serve_cmd):
-        raise InputError("give --ref/--serve-cmd for one arm, or --base/--head options for two")
-    if not two:
-        return {"arm": Side(ref, "", flags_env, serve_cmd)}
-    return {
-        arm: Side(r, opts[f"{arm}_flags"], opts[f"{arm}_env"], opts[f"{arm}_cmd"])
-        for arm, r in (("base", base_ref), ("head", head_ref))
-    }
+def _sides(one: Side, base_ref, head_ref, opts) -> dict[str, Side]:
+    """One arm (`--ref`/`--serve-cmd`/`--url`) unless any --base*/--head* option names two."""
+    two = base_ref or head_ref or any(v not in (None, "") for v in opts.values())
+    if two and (one.ref or one.cmd or one.url or one.env):
+        raise InputError(
+            "give --ref/--serve-cmd/--url/--env for one arm, or --base/--head options for two"
+        )
+    return default_refs(sides_from(opts, base_ref, head_ref) if two else {"arm": one})
 
 
 @click.command()
@@ -101,13 +104,18 @@ def _sides(ref, serve_cmd, flags_env, base_ref, head_ref, opts) -> dict[str, Sid
     metavar="TEMPLATE",
     help="One arm: any OpenAI-compatible server, a command with {port}.",
 )
+@click.option("--url", default=None, metavar="URL", help="One arm: a server already running.")
+@click.option("--pid", type=int, default=None, help="With --url: its pid, for memory.")
 @click.option("--env", "env", default="", metavar="'K=V ...'", help="One arm: its environment.")
 @click.option("--base", "base_ref", default=None, metavar="REF", help="Two arms: base's git ref.")
 @click.option("--head", "head_ref", default=None, metavar="REF", help="Two arms: head's git ref.")
 @side_options
 @click.option("--model", default=None, help="Model for every arm [default: the suite's].")
 @click.option("--flags", default=None, help="Server flags for every arm, replacing the suite's.")
-@click.option("--isolated", is_flag=True, help="Serve each git ref from its own venv.")
+@click.option(
+    "--isolated", is_flag=True, help="Build each git ref as servegate.toml's [server.isolated]."
+)
+@api_key_option
 @report_options
 def sweep(
     suite_name,
@@ -120,12 +128,15 @@ def sweep(
     knee_gain,
     ref,
     serve_cmd,
+    url,
+    pid,
     env,
     base_ref,
     head_ref,
     model,
     flags,
     isolated,
+    api_key,
     out_dir,
     ready_timeout,
     quiet,
@@ -135,7 +146,7 @@ def sweep(
     with two arms, gate every level like `harness ab` does.
 
     \b
-    harness sweep --levels 1,2,4,8,16                       # this working tree
+    harness sweep --levels 1,2,4,8,16                       # the working tree
     harness sweep --rates 0.5,1,2,4 --slo ttft_p95_ms=2000
     harness sweep --head-flags "--parallel 2" --levels 1,2,4,8
     harness sweep --base main --head HEAD --rounds 5
@@ -153,14 +164,16 @@ def sweep(
     try:
         values = parse_levels(rates or levels or "1,2,4,8,16", mode)
         slos = parse_slos(slo, set(CURVE_METRICS))
-        sides = _sides(ref, serve_cmd, env, base_ref, head_ref, side_opts)
+        one = Side(ref, "", env, serve_cmd, url, pid)
+        sides = _sides(one, base_ref, head_ref, side_opts)
         suite = load_suite(suite_name)
-        repo = repo_root(Path.cwd())
-        plans = {n: plan_arm(n, s, repo, suite, model, flags, isolated) for n, s in sides.items()}
+        ctx = arm_context(sides, suite, model, flags, isolated, api_key)
+        plans = {n: plan_arm(n, s, ctx) for n, s in sides.items()}
         if len(plans) == 2:
             label_arms(plans, sides)
-    except (SuiteError, ArmError, RefError, SweepError, SloError) as e:
-        raise InputError(str(e)) from None
+        suite = unsampled_memory(suite, plans)[0]
+    except (SuiteError, ArmError, RefError, ProjectError, SweepError, SloError) as e:
+        raise input_error(e) from None
     plan = Sweep(suite, mode, values, requests, cold)
     runner = SweepRunner(
         plan,

@@ -25,11 +25,17 @@ class StreamError(ValueError):
     """A stream event that is not an OpenAI chunk; the request is recorded as failed."""
 
 
-def make_session(clients: int = 256, read_timeout_s: float = 300.0) -> aiohttp.ClientSession:
-    """One session, one connector, for the whole run (probes and load alike)."""
+def make_session(
+    clients: int = 256, read_timeout_s: float = 300.0, api_key: str = ""
+) -> aiohttp.ClientSession:
+    """One session, one connector, for the whole run (probes and load alike); with an API key,
+    every request carries it."""
     connector = aiohttp.TCPConnector(limit=max(clients, 1) + 8, force_close=False)
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=read_timeout_s)
-    return aiohttp.ClientSession(connector=connector, timeout=timeout, read_bufsize=READ_BUFSIZE)
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+    return aiohttp.ClientSession(
+        connector=connector, timeout=timeout, read_bufsize=READ_BUFSIZE, headers=headers
+    )
 
 
 def arrival_offsets(phase: Phase) -> list[float] | None:

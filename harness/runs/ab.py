@@ -3,20 +3,17 @@ order every round, then gated by stats/compare.py and written up by report/repor
 
 from __future__ import annotations
 
-import difflib
 import json
-import shlex
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness.arms.arms import Arm, ArmError, make_arm
 from harness.arms.launcher import LaunchError
-from harness.arms.worktrees import Checkout, checkout, isolated_python
 from harness.load.phase import Progress
+from harness.runs.plan import ArmPlan, commit_problem
 from harness.runs.run import Started, run_arm, start_arm
 from harness.stats.compare import (
     EXIT_CODES,
@@ -34,130 +31,10 @@ from harness.workload.suite import Suite
 ARM_NAMES = ("base", "head")
 
 
-@dataclass(frozen=True)
-class ArmPlan:
-    name: str  # base | head | null
-    arm: Arm
-    desc: dict  # label, ref, commit, flags, env, cmd: what the report shows
-    checkout: Checkout | None = None
-
-
-@dataclass(frozen=True)
-class Side:
-    """What the command line said about one arm."""
-
-    ref: str | None = None
-    flags: str = ""
-    env: str = ""
-    cmd: str | None = None
-
-
-def parse_env(text: str) -> tuple[tuple[str, str], ...]:
-    pairs = []
-    try:
-        items = shlex.split(text or "")
-    except ValueError as exc:
-        raise ArmError(f"environment settings {text!r}: {exc}") from None
-    for item in items:
-        key, eq, value = item.partition("=")
-        if not eq or not key:
-            raise ArmError(f"environment settings are KEY=VALUE, got {item!r}")
-        pairs.append((key, value))
-    return tuple(pairs)
-
-
-def needs_git(sides: dict[str, Side]) -> bool:
-    """Only arms served from git refs need a repository; two command arms need none."""
-    for name, side in sides.items():
-        if side.cmd and side.ref:
-            raise ArmError(f"give --{name} or --{name}-cmd, not both")
-    return any(not side.cmd for side in sides.values())
-
-
-def plan_arm(
-    name: str,
-    side: Side,
-    repo: Path | None,
-    suite: Suite,
-    model: str | None,
-    flags: str | None,
-    isolated: bool,
-) -> ArmPlan:
-    model = model or suite.model
-    all_flags = " ".join(f for f in (suite.flags if flags is None else flags, side.flags) if f)
-    env = parse_env(side.env)
-    if side.cmd:
-        arm = make_arm(model, all_flags, serve_cmd=side.cmd)
-        arm = replace(arm, env=env)  # keeps cwd: the command runs where harness was started
-        desc = {"label": program(side.cmd), "ref": None, "commit": None, "cmd": side.cmd}
-        return ArmPlan(name, arm, desc | {"flags": all_flags.split(), "env": dict(env)})
-    assert repo is not None, "an arm served from a git ref needs the repository"
-    co = checkout(repo, side.ref or "WORKTREE")
-    python = str(isolated_python(co)) if isolated else ""
-    arm = Arm("engine", model, all_flags, cwd=co.path, env=env, python=python)
-    desc = {
-        "label": co.label,
-        "ref": co.ref,
-        "commit": co.commit,
-        "cmd": " ".join(arm.command(0)).replace("--port 0", "--port {port}"),
-    }
-    return ArmPlan(name, arm, desc | {"flags": all_flags.split(), "env": dict(env)}, co)
-
-
-def _tokens(cmd: str) -> list[str]:
-    try:
-        return shlex.split(cmd)
-    except ValueError:
-        return cmd.split()
-
-
-def program(cmd: str) -> str:
-    """A command's program by name: `{python}` -> python, /opt/bin/llama-server -> llama-server."""
-    first = (_tokens(cmd) or ["command"])[0]
-    return Path(first.replace("{python}", "python")).name or first
-
-
-def differing_tokens(a: str, b: str) -> tuple[list[str], list[str]]:
-    """The tokens of command a and of command b that the other does not have there; a changed
-    value keeps its option's name (`--ttft-ms 40` vs `--ttft-ms 52`, not `40` vs `52`)."""
-    ta, tb = _tokens(a), _tokens(b)
-    only_a, only_b = [], []
-    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=ta, b=tb, autojunk=False).get_opcodes():
-        if op == "equal":
-            continue
-        named = i1 > 0 and ta[i1 - 1].startswith("-") and op == "replace"
-        only_a += ta[i1 - 1 : i2] if named else ta[i1:i2]
-        only_b += tb[j1 - 1 : j2] if named else tb[j1:j2]
-    return only_a, only_b
-
-
-def label_arms(plans: dict[str, ArmPlan], sides: dict[str, Side]) -> None:
-    """Same label on both sides: name each arm by what differs (its command's differing tokens,
-    its flags, its env); arms that differ in nothing keep the label and add `default`."""
-    if plans["base"].desc["label"] != plans["head"].desc["label"]:
-        return
-    base, head = sides["base"], sides["head"]
-    cmd_diff = differing_tokens(base.cmd, head.cmd) if base.cmd and head.cmd else ([], [])
-    for name, own in zip(ARM_NAMES, cmd_diff, strict=True):
-        s = sides[name]
-        extra = " ".join(x for x in (" ".join(own), s.flags, s.env) if x) or "default"
-        plans[name].desc["label"] = f"{plans[name].desc['label']} {extra}".strip()
-
-
 def order(round_index: int, names: list[str]) -> list[str]:
     """Rotate the start each round: AB, BA, AB, ... (ABBA over pairs of rounds)."""
     k = round_index % len(names)
     return names[k:] + names[:k]
-
-
-def commit_problem(plan: ArmPlan, run: dict) -> str | None:
-    """The arm must serve the commit it was built from (the wrong code is not a measurement)."""
-    if plan.checkout is None:
-        return None
-    reported = (run.get("server") or {}).get("commit")
-    if reported != plan.checkout.commit:
-        return f"{plan.name} served commit {reported}, expected {plan.checkout.commit}"
-    return None
 
 
 @dataclass
@@ -171,6 +48,7 @@ class ABRunner:
     progress: Callable[[str], Progress] = lambda label: Progress()  # noqa: E731
     more_rounds: Callable[[Comparison], bool] = needs_more_rounds  # on to the next look while true
     start_together: bool = True  # launch a round's arms at once, then measure them in turn
+    notes: list[str] = field(default_factory=list)  # said with the verdict (what is not gated)
     rounds: list[dict] = field(default_factory=list, init=False)  # as run so far
 
     @property
@@ -211,6 +89,7 @@ class ABRunner:
         """The result of the rounds run so far; `problem` (a workload mismatch, an interrupt)
         makes it INVALID while keeping every run."""
         comparison = self._compare(self.rounds, crash, problem)
+        comparison.warnings = [*self.notes, *comparison.warnings]
         return {
             "rounds": self.rounds,
             "crash": crash,

@@ -146,7 +146,8 @@ def _attach(arm: Arm, timeout_s: float) -> Server:
     """An already running server (--url): check it answers, and that --pid exists."""
     if arm.pid is not None and not psutil.pid_exists(arm.pid):
         raise LaunchError(f"--pid {arm.pid}: no such process")
-    path, health = wait_ready(arm.url, time.monotonic() + min(timeout_s, 15.0))
+    deadline = time.monotonic() + min(timeout_s, 15.0)
+    path, health = wait_ready(arm.url, deadline, path=arm.ready_path, api_key=arm.api_key)
     return Server(arm.url, arm.pid, None, health, path)
 
 
@@ -170,7 +171,7 @@ async def _drive(
 ) -> tuple[list[PhaseResult], PhaseResult | None, dict]:
     exited = _exit_probe(arm, launcher)
     clients = max(p.clients for p in suite.phases)
-    async with make_session(clients) as session:
+    async with make_session(clients, api_key=arm.api_key) as session:
         model = await _served_model(session, server.url, arm.model)
         counter = TokenCounter(session, server.url, model)
         extras = {"served_model": model, "tokenizer": await counter.detect()}

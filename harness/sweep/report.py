@@ -12,7 +12,7 @@ from rich.table import Table
 
 from harness.report.report import slug, template_env, to_plain
 from harness.report.tables import fmt_ci, fmt_ratio, fmt_value
-from harness.runs.ab import ArmPlan
+from harness.runs.plan import ArmPlan
 from harness.stats.compare import EXIT_MEANING
 from harness.sweep.plots import plot_latency_throughput, plot_throughput, plot_ttft
 from harness.sweep.sweep import Sweep

@@ -9,7 +9,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.load.phase import Progress
-from harness.runs.ab import ABRunner, ArmPlan, order
+from harness.runs.ab import ABRunner, order
+from harness.runs.plan import ArmPlan
 from harness.workload.fingerprint import fingerprint
 from harness.workload.suite import Phase, Suite
 

@@ -8,7 +8,7 @@ TABLE = dict
 ARRAY = list
 
 SUITE = {
-    "name": str, "description": str, "model": str, "flags": (str, ARRAY), "warmup": TABLE,
+    "name": str, "description": str, "model": str, "flags": (str, ARRAY, TABLE), "warmup": TABLE,
     "phase": ARRAY, "gate": TABLE,
 }  # fmt: skip
 PHASE = {

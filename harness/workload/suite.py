@@ -15,6 +15,7 @@ SUITES_DIR = Path(__file__).resolve().parents[2] / "suites"
 ARRIVALS = ("burst", "concurrency", "rate")
 ENDPOINTS = ("completions", "chat")
 GATE_KEYS = ("ttft_p50_ms", "ttft_p95_ms", "tok_s", "peak_rss_bytes", "peak_device_bytes")
+ANY_SERVER = "*"  # `flags = "..."`: for whichever server the suite runs against
 SLACK_KEY = "memory_slack_mib"  # absolute slack of the memory rule, beside the tolerances
 DEFAULT_MEMORY_SLACK = 16 * 2**20
 
@@ -103,11 +104,15 @@ class Suite:
     path: Path
     model: str
     phases: tuple[Phase, ...]
-    flags: str = ""
+    flags: dict[str, str] = field(default_factory=dict)  # server name -> flags; "*": any server
     description: str = ""
     warmup: Phase | None = None
     gate: dict[str, float] = field(default_factory=dict)
     memory_slack_bytes: int = DEFAULT_MEMORY_SLACK
+
+    def flags_for(self, server: str) -> str:
+        """The suite's flags for the server named `server` (its project's or program's name)."""
+        return self.flags.get(server, self.flags.get(ANY_SERVER, ""))
 
 
 def resolve(name_or_path: str) -> Path:
@@ -166,9 +171,9 @@ def parse_suite(data: dict, path: Path) -> Suite:
     for key, tol in gate.items():
         if isinstance(tol, bool) or not isinstance(tol, int | float) or not 0 <= tol < 10:
             raise SuiteError(f"gate.{key} must be a relative tolerance like 0.10, got {tol!r}")
-    flags = data.get("flags", "")
-    if isinstance(flags, list):
-        flags = " ".join(str(f) for f in schema.check_items(flags, (str, *schema.NUMBER), "flags"))
+    raw_flags = data.get("flags", "")
+    by_server = raw_flags if isinstance(raw_flags, dict) else {ANY_SERVER: raw_flags}
+    flags = {name: _flags(value, f"flags.{name}") for name, value in by_server.items()}
     return Suite(
         name=str(data.get("name", path.stem)),
         path=path,
@@ -180,6 +185,15 @@ def parse_suite(data: dict, path: Path) -> Suite:
         gate={k: float(v) for k, v in gate.items()},
         memory_slack_bytes=int(slack * 2**20),
     )
+
+
+def _flags(value: object, where: str) -> str:
+    """Server flags as one string: a string, or an array of strings and numbers."""
+    if isinstance(value, list):
+        return " ".join(str(f) for f in schema.check_items(value, (str, *schema.NUMBER), where))
+    if not isinstance(value, str):
+        raise SuiteError(f"{where} must be a string or an array, got {value!r}")
+    return value
 
 
 def _phase(raw: object, default_name: str) -> Phase:

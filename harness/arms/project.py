@@ -1,0 +1,128 @@
+"""The project file: `servegate.toml` at the root of the repository under test says how to build
+one of its commits and how to serve it (docs/projects.md). Every arm served from a git ref is
+built and started from it, this repository's reference engine included."""
+
+from __future__ import annotations
+
+import string
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from harness.workload import schema
+
+FILE_NAME = "servegate.toml"
+SERVE_PLACEHOLDERS = {"python", "port", "model", "flags", "worktree"}
+BUILD_PLACEHOLDERS = {"python", "worktree", "commit"}
+ALLOWED = {"serve": SERVE_PLACEHOLDERS, "build": BUILD_PLACEHOLDERS, "python": {"worktree"}}
+SERVER = {
+    "name": str, "build": str, "serve": str, "python": str, "model": str, "ready_path": str,
+    "env": schema.TABLE, "strict_counters": bool, "reports_commit": bool,
+    "isolated": schema.TABLE,
+}  # fmt: skip
+ISOLATED = {"build": str, "python": str, "env": schema.TABLE}
+
+
+class ProjectError(ValueError):
+    """A project file that is missing or does not validate; the message is one line."""
+
+
+@dataclass(frozen=True)
+class Project:
+    """How to build and serve one commit of the project (the [server] table)."""
+
+    name: str  # what a suite's `flags = {NAME = "..."}` table is keyed by
+    serve: str  # command template, run in the commit's worktree
+    path: Path  # the file it came from
+    build: str = ""  # shell command run once per commit in its worktree ("" = nothing to build)
+    python: str = ""  # what {python} names ("" = the harness's own interpreter)
+    model: str = ""  # the model to serve when --model is not given ("" = the suite's)
+    ready_path: str = ""  # polled for readiness ("" = /health, else /v1/models)
+    env: tuple[tuple[str, str], ...] = ()
+    strict_counters: bool = False  # every counter series a suite expects must exist
+    reports_commit: bool = False  # /health says which commit serves; it must be the arm's
+    isolated: dict = field(default_factory=dict)  # [server.isolated]: what --isolated replaces
+
+    def variant(self, isolated: bool) -> Project:
+        """The project as `--isolated` asks for it (its [server.isolated] keys replacing)."""
+        if not isolated:
+            return self
+        if not self.isolated:
+            raise ProjectError(
+                f"--isolated: {self.path} has no [server.isolated] table (a build and the "
+                "python it installs; docs/projects.md)"
+            )
+        env = dict(self.env) | dict(self.isolated.get("env", {}))
+        keys = {k: v for k, v in self.isolated.items() if k != "env"}
+        return replace(self, **keys, env=tuple(env.items()), isolated={})
+
+
+def find_project(root: Path) -> Project:
+    """The project file at the root of the repository `root`."""
+    path = root / FILE_NAME
+    if not path.is_file():
+        raise ProjectError(
+            f"no {FILE_NAME} in {root}: an arm served from a git ref is built and started as "
+            f"the project file says (docs/projects.md); or give the arms as --base-cmd/--head-cmd"
+        )
+    return load_project(path)
+
+
+def load_project(path: Path) -> Project:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ProjectError(f"{path}: cannot read: {exc}") from None
+    try:
+        return parse_project(data, path)
+    except (ProjectError, schema.SchemaError) as exc:
+        raise ProjectError(f"{path}: {exc}") from None
+
+
+def parse_project(data: dict, path: Path) -> Project:
+    schema.check_table(data, {"server": schema.TABLE}, "the file")
+    server = schema.check_table(data.get("server", {}), SERVER, "[server]")
+    if not server.get("serve"):
+        raise ProjectError('[server] needs serve = "COMMAND TEMPLATE with {port}"')
+    isolated = schema.check_table(server.get("isolated", {}), ISOLATED, "[server.isolated]")
+    for key, text in (("serve", server["serve"]), *_commands(server), *_commands(isolated)):
+        check_template(text, ALLOWED[key], f"[server] {key}")
+    if "{port}" not in server["serve"]:
+        raise ProjectError("[server] serve must contain {port} so the harness can pick a port")
+    for where, env in (("env", server.get("env", {})), ("isolated.env", isolated.get("env", {}))):
+        schema.check_values(env, str, f"[server] {where}")
+    return Project(
+        name=server.get("name") or path.parent.name,
+        serve=server["serve"],
+        path=path,
+        build=server.get("build", ""),
+        python=server.get("python", ""),
+        model=server.get("model", ""),
+        ready_path=server.get("ready_path", ""),
+        env=tuple(server.get("env", {}).items()),
+        strict_counters=server.get("strict_counters", False),
+        reports_commit=server.get("reports_commit", False),
+        isolated=isolated,
+    )
+
+
+def _commands(table: dict) -> list[tuple[str, str]]:
+    return [(k, table[k]) for k in ("build", "python") if table.get(k)]
+
+
+def placeholders(template: str) -> set[str]:
+    """The {names} a template uses; ValueError for unbalanced braces."""
+    return {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
+
+
+def check_template(template: str, allowed: set[str], where: str) -> None:
+    try:
+        names = placeholders(template)
+    except ValueError as exc:
+        raise ProjectError(f"{where}: bad template: {exc}") from None
+    if unknown := names - allowed:
+        known = " ".join(f"{{{n}}}" for n in sorted(allowed))
+        raise ProjectError(
+            f"{where}: unknown placeholder(s) {sorted(unknown)}; known: {known} "
+            "(write {{ }} for literal braces)"
+        )

@@ -1,0 +1,146 @@
+"""Gating another project's own commits through its servegate.toml: a throwaway repository with a
+tiny server, a real build step and a seeded TTFT regression (20 -> 60 ms, certain on any
+machine). `ab`, `bisect` and `sweep` name the culprit, a failed build is exit 2 with its log's
+last line (and a skipped bisect step), and no commit is ever built twice."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from harness_helpers import scripted, unique_marker, wait_no_survivors
+from project_repo import ProjectRepo
+
+from harness.arms.launcher import free_port
+
+BUILD_ERROR = "error: src/ttft_ms must be a whole number of milliseconds, got 'sixty'"
+FAST = ("--suite", "suite.toml", "--quiet", "--rounds", "3", "--max-rounds", "5")
+
+
+@pytest.fixture
+def project(tmp_path):
+    marker = unique_marker()
+    repo = ProjectRepo(tmp_path, marker)
+    yield repo
+    assert not wait_no_survivors(marker), "a server outlived its run"
+
+
+def verdicts(result: dict) -> dict[str, str]:
+    return {m["name"]: str(m["verdict"]) for m in result["comparison"]["metrics"]}
+
+
+def only_json(folder, pattern: str) -> dict:
+    (path,) = folder.glob(pattern)
+    return json.loads(path.read_text())
+
+
+@pytest.mark.timeout(900)
+def test_ab_bisect_and_sweep_on_another_projects_commits_each_built_once(project, tmp_path):
+    cache = tmp_path / "cache"
+    harmless = project.commit("docs: say what the server does", readme="it streams")
+    broken = project.commit("build: milliseconds as words", ttft="sixty")
+    fixed = project.commit("build: milliseconds as digits again", ttft="20")
+    culprit = project.commit("server: tokenize the prompt twice", ttft="60")
+    project.commit("docs: mention the tokenizer", readme="it tokenizes")
+
+    out = tmp_path / "ab-culprit"
+    r = project.harness("ab", "--base", f"{culprit}~1", "--head", culprit, *FAST,
+                        "--out-dir", str(out), cache=cache)  # fmt: skip
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "REGRESSION: ttft_p50_ms" in r.stdout and "verdict: REGRESSION" in r.stdout
+    result = only_json(out, "*.json")
+    assert result["head"]["commit"] == culprit and result["base"]["commit"] == fixed
+    assert (
+        result["head"]["cmd"].startswith(sys.executable)
+        and "@build/server.args" in (result["head"]["cmd"])
+    )
+
+    out = tmp_path / "ab-harmless"
+    r = project.harness("ab", "--base", "main~5", "--head", harmless, *FAST,
+                        "--out-dir", str(out), cache=cache)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert set(verdicts(only_json(out, "*.json")).values()) == {"PASS"}
+
+    r = project.harness("ab", "--base", fixed, "--head", broken, *FAST, cache=cache)
+    assert r.returncode == 2, r.stdout + r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("Error: ") and "build failed" in last and BUILD_ERROR in last
+    assert f"build log: {BUILD_ERROR}" in r.stderr
+
+    out = tmp_path / "bisect"
+    r = project.harness("bisect", "--good", "main~5", *FAST, "--out-dir", str(out), cache=cache)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"first bad commit: {culprit} server: tokenize the prompt twice" in r.stdout
+    data = only_json(out, "*-bisect-*.json")
+    steps = [(s["head"]["sha"], s["mark"]) for s in data["path"] if s["role"] == "step"]
+    assert steps[0] == (broken, "skip") and (culprit, "bad") in steps
+    (skipped,) = data["skipped"]
+    assert skipped["head"]["sha"] == broken and BUILD_ERROR in skipped["reason"]
+
+    out = tmp_path / "sweep"
+    r = project.harness("sweep", "--base", fixed, "--head", culprit, "--suite", "suite.toml",
+                        "--levels", "1,2", "--rounds", "3", "--quiet", "--out-dir", str(out),
+                        cache=cache)  # fmt: skip
+    assert r.returncode == 1, r.stdout + r.stderr
+    sweep = only_json(out, "*-sweep-*.json")
+    assert sweep["arms"]["head"]["commit"] == culprit
+
+    # six commits, each built once across two A/Bs, a failed build, a bisect and a sweep
+    built = project.builds()
+    assert set(built.values()) == {1}, built
+    assert set(built) >= {harmless, fixed, culprit} and broken not in built  # it never finished
+    assert (cache / "worktrees").exists() and len(list(cache.rglob("*.failed"))) == 1
+
+
+def test_head_worktree_with_an_uncommitted_change_is_compared_against_head(project, tmp_path):
+    project.commit("server: answer in 60 ms", ttft="60")
+    (project.path / "src" / "ttft_ms").write_text("20\n")  # not committed
+    out = tmp_path / "out"
+    r = project.harness("ab", "--head", "WORKTREE", *FAST, "--out-dir", str(out),
+                        cache=tmp_path / "cache")  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    result = only_json(out, "*.json")
+    head_sha = project.git("rev-parse", "HEAD")
+    assert (
+        result["base"]["commit"] == head_sha and result["base"]["label"] == f"HEAD@{head_sha[:8]}"
+    )
+    assert result["head"]["label"] == f"WORKTREE@{head_sha[:8]}+dirty"
+    assert verdicts(result)["ttft_p50_ms"] == "IMPROVEMENT"
+
+
+def test_two_running_servers_given_by_url_get_a_verdict(tmp_path):
+    marker = unique_marker()
+    base, head = free_port(), free_port()
+    procs = [
+        subprocess.Popen([sys.executable, *scripted_argv(ttft, port, marker)])
+        for ttft, port in ((20, base), (60, head))
+    ]
+    try:
+        suite = ProjectRepo(tmp_path, marker).path / "suite.toml"  # any folder: no git needed
+        suite.write_text(suite.read_text() + "peak_rss_bytes = 0.05\n")
+        out = tmp_path / "out"
+        r = subprocess.run(
+            [sys.executable, "-m", "harness", "ab", "--suite", str(suite), "--quiet",
+             "--base-url", f"http://127.0.0.1:{base}", "--head-url", f"http://127.0.0.1:{head}",
+             "--rounds", "3", "--max-rounds", "5", "--out-dir", str(out)],
+            cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    assert r.returncode == 1, r.stdout + r.stderr
+    result = only_json(out, "*.json")
+    assert verdicts(result)["ttft_p50_ms"] == "REGRESSION"
+    assert result["base"]["label"] == f"http://127.0.0.1:{base}"
+    assert "error" not in r.stderr, r.stderr
+    report = next(out.glob("*.md")).read_text()
+    assert "host memory is not gated: no pid for base" in report
+    assert "peak_rss_bytes" not in result["gate"]
+
+
+def scripted_argv(ttft: int, port: int, marker: str) -> list[str]:
+    argv = scripted(f"--ttft-ms {ttft}", model=marker).split()
+    return [a.replace("{port}", str(port)) for a in argv[1:]]
