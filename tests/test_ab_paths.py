@@ -13,9 +13,14 @@ import sys
 import time
 from pathlib import Path
 
-from harness_helpers import REPO, scripted, unique_marker, wait_no_survivors, write_suite
-
-from harness.arms.worktrees import checkout
+from harness_helpers import (
+    REPO,
+    ThrowawayRepo,
+    scripted,
+    unique_marker,
+    wait_no_survivors,
+    write_suite,
+)
 
 SUITE = """
 model = "scripted"
@@ -31,10 +36,10 @@ ttft_p50_ms = {tol}
 """
 
 
-def harness(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
+def harness(*args: str, tmp_path: Path, cwd: Path = REPO) -> subprocess.CompletedProcess:
     env = {**os.environ, "SERVEGATE_CACHE": str(tmp_path / "cache")}
     return subprocess.run(
-        [sys.executable, "-m", "harness", *args], cwd=REPO, env=env, capture_output=True,
+        [sys.executable, "-m", "harness", *args], cwd=cwd, env=env, capture_output=True,
         text=True, timeout=600,
     )  # fmt: skip
 
@@ -121,26 +126,36 @@ ttft_p50_ms = 0.5
 """
 
 
-def test_isolated_env_and_wrong_commit(tmp_path, monkeypatch):
-    """--isolated serves each ref with its checkout's own .venv (here a stand-in that logs its
-    use, instead of a 3-minute install per sha), --base-env/--head-env reach their own server
-    only, and an arm that reports another commit than it was built from is INVALID."""
-    monkeypatch.setenv("SERVEGATE_CACHE", str(tmp_path / "cache"))
-    co = checkout(REPO, "HEAD")
+STAND_IN_INSTALL = """\
+mkdir -p .venv/bin
+printf '#!/bin/sh\\necho "$@" >> {used}\\nexec {python} "$@"\\n' > .venv/bin/python
+chmod +x .venv/bin/python
+echo installed >> {used}
+"""
+
+
+def test_isolated_env_and_wrong_commit(tmp_path):
+    """--isolated builds and serves each ref as the project file's [server.isolated] says (here
+    a stand-in install that logs each use of its python, instead of a 3-minute install per sha),
+    --base-env/--head-env reach their own server only, and an arm that reports another commit
+    than it was built from is INVALID."""
+    repo = ThrowawayRepo(tmp_path)
     used = tmp_path / "isolated-python-used"
-    python = co.path / ".venv" / "bin" / "python"
-    python.parent.mkdir(parents=True)
-    python.write_text(f'#!/bin/sh\necho "$@" >> {used}\nexec {sys.executable} "$@"\n')
-    python.chmod(0o755)
+    (repo.path / "scripts" / "install.sh").write_text(
+        STAND_IN_INSTALL.format(used=used, python=sys.executable)
+    )
+    repo.git("commit", "-qam", "scripts: a stand-in install")
     suite = write_suite(tmp_path, TINY)
     out = tmp_path / "results"
     r = harness("ab", "--quiet", "--suite", str(suite), "--rounds", "2", "--max-rounds", "2",
                 "--base", "HEAD", "--head", "HEAD", "--isolated", "--out-dir", str(out),
                 "--base-env", "ENGINE_BATCH_WINDOW_MS=7",
                 "--head-env", "SERVEGATE_COMMIT=0000000000000000000000000000000000000000",
-                tmp_path=tmp_path)  # fmt: skip
+                tmp_path=tmp_path, cwd=repo.path)  # fmt: skip
     assert r.returncode == 2, r.stdout + r.stderr
-    assert len(used.read_text().splitlines()) == 4  # every server of both arms
+    lines = used.read_text().splitlines()
+    assert lines.count("installed") == 1  # one sha, built once for both arms
+    assert len([x for x in lines if "engine.cli serve" in x]) == 4  # every server of both arms
     ab = saved(out)
     for rnd in ab["rounds"]:
         assert rnd["base"]["valid"] and rnd["base"]["server"]["config"]["batch_window_ms"] == 7
@@ -150,20 +165,26 @@ def test_isolated_env_and_wrong_commit(tmp_path, monkeypatch):
     assert ab["comparison"]["verdict"] == "INVALID"
 
 
-def test_isolated_without_an_install_script_is_one_line_exit_2(tmp_path):
+def test_a_repository_without_a_project_file_is_one_line_exit_2(tmp_path):
     repo = tmp_path / "repo"
     repo.mkdir()
-    (repo / "README").write_text("no install script here\n")
+    (repo / "README").write_text("no project file here\n")
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "x"]):
         subprocess.run([*git, *args], check=True, capture_output=True)
-    env = {**os.environ, "SERVEGATE_CACHE": str(tmp_path / "cache")}
-    r = subprocess.run(
-        [sys.executable, "-m", "harness", "ab", "--isolated", "--base", "HEAD", "--head", "HEAD"],
-        cwd=repo, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1 and "no scripts/install.sh" in r.stderr
+    said = {
+        "": "no servegate.toml in",
+        '[server]\nserve = "srv --port {port}"\n': "has no [server.isolated] table",
+        '[server]\nserve = "srv"\n': "serve must contain {port}",
+        '[server]\nserve = "srv {port} {gpu}"\n': "unknown placeholder(s) ['gpu']",
+        '[server]\nbuild = 3\nserve = "srv {port}"\n': "build must be a string, got 3",
+    }
+    for text, needle in said.items():
+        if text:
+            (repo / "servegate.toml").write_text(text)
+        r = harness("ab", "--isolated", tmp_path=tmp_path, cwd=repo)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and needle in r.stderr, r.stderr
 
 
 def test_an_interrupted_ab_keeps_the_runs_it_completed(tmp_path):

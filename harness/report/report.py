@@ -10,12 +10,14 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from harness import shipped_dir
+
 from harness.report import tables
 from harness.report.engagement import engagement
 from harness.report.plots import arms_present, plot_rss, plot_ttft
 from harness.stats.power import power_rows, round_walls
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "templates"  # the repo's templates/
+TEMPLATES = shipped_dir("templates")
 
 
 def slug(name: str, limit: int = 40) -> str:

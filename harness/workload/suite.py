@@ -8,10 +8,11 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness import shipped_dir
 from harness.workload import schema
 from harness.workload.expect import ExpectError, ExpectRule, parse_rule
 
-SUITES_DIR = Path(__file__).resolve().parents[2] / "suites"
+SUITES_DIR = shipped_dir("suites")
 ARRIVALS = ("burst", "concurrency", "rate")
 ENDPOINTS = ("completions", "chat")
 GATE_KEYS = ("ttft_p50_ms", "ttft_p95_ms", "tok_s", "peak_rss_bytes", "peak_device_bytes")

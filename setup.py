@@ -1,0 +1,17 @@
+"""Packages for setuptools: engine and harness, plus the repository's suites/ and templates/
+carried inside the harness package as harness/_data/ (harness.shipped_dir finds them there
+when the harness runs from a wheel rather than from this checkout)."""
+
+from setuptools import find_packages, setup
+
+DATA = {"harness._data.suites": "suites", "harness._data.templates": "templates"}
+
+setup(
+    packages=find_packages(include=["engine*", "harness*"]) + list(DATA),
+    package_dir=DATA,
+    package_data={
+        "engine": ["backends/*.cpp", "backends/*.h"],
+        "harness._data.suites": ["*.toml"],
+        "harness._data.templates": ["*.j2"],
+    },
+)

@@ -1,0 +1,80 @@
+"""The harness on its own: no module of it imports torch, MLX or the engine, and a wheel carries
+the shipped suites and templates, so an install that is not editable runs an A/B of two command
+arms from a folder that is no git repository."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from harness_helpers import REPO, scripted, unique_marker, wait_no_survivors
+
+HEAVY = ("torch", "mlx", "engine")
+IMPORT_ALL = """
+import importlib, json, pkgutil, sys
+import harness
+for m in pkgutil.walk_packages(harness.__path__, "harness."):
+    if not m.name.endswith("__main__"):
+        importlib.import_module(m.name)
+print(json.dumps(sorted(k for k in sys.modules if k.split(".")[0] in {heavy})))
+"""
+
+
+def test_no_harness_module_imports_torch_mlx_or_the_engine():
+    code = IMPORT_ALL.format(heavy=set(HEAVY))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == []
+
+
+@pytest.fixture(scope="module")
+def wheel_env(tmp_path_factory) -> Path:
+    """A new venv holding the built wheel; its dependencies are borrowed from this venv's
+    site-packages by a path entry (so this venv's editable install stays out of it)."""
+    root = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "--no-build-isolation",
+         "-q", "-w", str(root / "dist")],
+        check=True, capture_output=True, cwd=root,
+    )  # fmt: skip
+    (wheel,) = (root / "dist").glob("servegate-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {"harness/_data/suites/smoke.toml", "harness/_data/templates/report.md.j2"} <= set(names)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")], check=True)
+    (site,) = (root / "venv" / "lib").glob("python*/site-packages")
+    zipfile.ZipFile(wheel).extractall(site)
+    deps = next(p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir())
+    (site / "borrowed-deps.pth").write_text(deps + "\n")
+    return root
+
+
+RUN_HARNESS = """
+import runpy, sys
+sys.argv = ["harness", *sys.argv[1:]]
+try:
+    runpy.run_module("harness", run_name="__main__")
+except SystemExit as e:
+    loaded = sorted(k for k in sys.modules if k.split(".")[0] in {heavy})
+    print("heavy modules:", loaded, "harness from:", sys.modules["harness"].__file__)
+    raise
+"""
+
+
+def test_a_wheel_runs_an_ab_of_two_commands_outside_any_repository(wheel_env, tmp_path):
+    python = wheel_env / "venv" / "bin" / "python"
+    marker = unique_marker()
+    code = RUN_HARNESS.format(heavy=set(HEAVY))
+    r = subprocess.run(
+        [str(python), "-c", code, "ab", "--suite", "smoke", "--quiet", "--rounds", "2",
+         "--max-rounds", "2", "--base-cmd", scripted(model=marker),
+         "--head-cmd", scripted("--tag b", model=marker)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        env={"GIT_CEILING_DIRECTORIES": str(tmp_path.parent), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "heavy modules: [] harness from: " + str(wheel_env / "venv" / "lib") in r.stdout
+    assert len(list((tmp_path / "results").glob("*-smoke-*.md"))) == 1
+    assert not wait_no_survivors(marker)
