@@ -59,6 +59,7 @@ def args_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--tag", default="", help="ignored: tells two otherwise equal commands apart")
     p.add_argument("--max-streams", type=int, default=0, help="serve N at once; the rest wait")
+    p.add_argument("--api-key", default="", help="401 on every request without this Bearer key")
     return p
 
 
@@ -232,6 +233,19 @@ def limited(handler, streams: int):
     return wrapped
 
 
+def require_key(key: str):
+    """Every endpoint wants `Authorization: Bearer KEY`, as vLLM's --api-key does for /v1."""
+
+    @web.middleware
+    async def check(request, handler):
+        if request.headers.get("Authorization") != f"Bearer {key}":
+            error = {"message": "invalid API key", "type": "invalid_request_error", "code": 401}
+            return web.json_response({"error": error}, status=401)
+        return await handler(request)
+
+    return check
+
+
 def main() -> None:
     opts = args_parser().parse_args()
     if opts.exit_at_start is not None:
@@ -240,7 +254,7 @@ def main() -> None:
     if opts.child:
         sleeper = [sys.executable, "-c", "import time; time.sleep(600)", "scripted-child"]
         subprocess.Popen([*sleeper, opts.model])  # the model name marks it for orphan checks
-    app = web.Application()
+    app = web.Application(middlewares=[require_key(opts.api_key)] if opts.api_key else [])
     s = Scripted(opts)
     app.router.add_get("/health", s.health)
     app.router.add_get("/v1/models", s.models)

@@ -6,8 +6,10 @@ last line (and a skipped bisect step), and no commit is ever built twice."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 
 import pytest
 from harness_helpers import scripted, unique_marker, wait_no_survivors
@@ -144,3 +146,28 @@ def test_two_running_servers_given_by_url_get_a_verdict(tmp_path):
 def scripted_argv(ttft: int, port: int, marker: str) -> list[str]:
     argv = scripted(f"--ttft-ms {ttft}", model=marker).split()
     return [a.replace("{port}", str(port)) for a in argv[1:]]
+
+
+def test_an_api_key_reaches_every_request_and_a_missing_one_is_said_at_once(tmp_path):
+    marker = unique_marker()
+    suite = ProjectRepo(tmp_path, marker).path / "suite.toml"
+    keyfile = tmp_path / "key.args"  # the servers read their key from a file: no report shows it
+    keyfile.write_text("--api-key\ns3cret\n")
+    arms = ["--base-cmd", scripted(f"@{keyfile}", model=marker),
+            "--head-cmd", scripted(f"@{keyfile} --tag b", model=marker)]  # fmt: skip
+    ab = [sys.executable, "-m", "harness", "ab", "--suite", str(suite), "--quiet", "--rounds",
+          "2", "--max-rounds", "2", "--out-dir", str(tmp_path / "out"), *arms]  # fmt: skip
+    keyed = subprocess.run(ab, cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                           env={**os.environ, "OPENAI_API_KEY": "s3cret"})  # fmt: skip
+    assert keyed.returncode == 0, keyed.stdout + keyed.stderr
+    result = only_json(tmp_path / "out", "*.json")
+    assert result["rounds"][0]["base"]["summary"]["errors"] == 0
+    assert result["rounds"][0]["head"]["arm"]["api_key"] == "set"
+    assert "s3cret" not in json.dumps(result)
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    started = time.monotonic()
+    bare = subprocess.run(ab, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+    assert bare.returncode == 2, bare.stdout + bare.stderr
+    assert "HTTP 401: it wants an API key" in bare.stdout + bare.stderr
+    assert time.monotonic() - started < 60  # said at the first start, not after a timeout
+    assert not wait_no_survivors(marker)

@@ -19,6 +19,8 @@ from harness.arms.worktrees import RefError
 from harness.cli.options import (
     api_key_option,
     arm_context,
+    dry_run_option,
+    print_plan,
     report_options,
     side_options,
     sides_from,
@@ -179,6 +181,7 @@ def finish(result: dict, out_dir: Path) -> NoReturn:
     "repository: its own virtual environment, built once per sha).",
 )
 @api_key_option
+@dry_run_option
 @report_options
 def ab(
     base_ref,
@@ -191,6 +194,7 @@ def ab(
     null_arm,
     isolated,
     api_key,
+    dry_run,
     out_dir,
     ready_timeout,
     quiet,
@@ -219,13 +223,16 @@ def ab(
         suite = load_suite(suite_name)
         writable_dir(out_dir)
         stamp_dir = writable_dir(out_dir / "logs" / suite.name)
-        ctx = arm_context(sides, suite, model, flags, isolated, api_key)
+        ctx = arm_context(sides, suite, model, flags, isolated, api_key, not dry_run)
         plans = {n: plan_arm(n, s, ctx) for n, s in sides.items()}
         if null_arm:
             plans["null"] = plan_arm("null", sides["base"], ctx)
         label_arms(plans, sides)
     except (SuiteError, ArmError, RefError, ProjectError, OutputError) as e:
         raise input_error(e) from None
+    if dry_run:
+        print_plan(plans)
+        return
     if max_rounds < rounds:
         max_rounds = rounds
     suite, notes = unsampled_memory(suite, plans)

@@ -20,7 +20,7 @@ from harness.bisect.history import commit_info, first_parent_commits
 from harness.bisect.report import headline, step_row, summary, write_bisect_report
 from harness.bisect.run import Bisector, Step
 from harness.cli.ab import EXIT_INVALID, InputError, input_error
-from harness.cli.options import api_key_option, report_options
+from harness.cli.options import api_key_option, dry_run_option, report_options
 from harness.report.display import LiveProgress
 from harness.runs.plan import Context
 from harness.workload.suite import SuiteError, load_suite
@@ -97,6 +97,7 @@ def print_path(console: Console, data: dict) -> None:
     help="Build and serve each commit as servegate.toml's [server.isolated] says.",
 )
 @api_key_option
+@dry_run_option
 @report_options
 def bisect(
     good_ref,
@@ -109,6 +110,7 @@ def bisect(
     max_rounds,
     isolated,
     api_key,
+    dry_run,
     out_dir,
     ready_timeout,
     quiet,
@@ -141,6 +143,11 @@ def bisect(
     if unknown := [m for m in metrics if m not in suite.gate]:
         gated = ", ".join(suite.gate)
         raise InputError(f"--metric {unknown[0]} is not gated by suite {suite.name} ({gated})")
+    if dry_run:  # what would be searched; nothing built or started
+        click.echo(f"good: {good.sha} {good.subject}")
+        for c in commits:
+            click.echo(f"{'bad' if c is commits[-1] else 'candidate'}: {c.sha} {c.subject}")
+        return
     command = "harness " + " ".join(shlex.quote(a) for a in sys.argv[1:])
 
     def announce(step: Step, followed: list[str]) -> None:

@@ -20,7 +20,7 @@ from harness.arms.project import ProjectError
 from harness.arms.worktrees import RefError
 from harness.cli.ab import EXIT_INVALID, InputError, ab, compare, input_error, report
 from harness.cli.bisect import bisect
-from harness.cli.options import api_key_option, arm_context
+from harness.cli.options import api_key_option, arm_context, dry_run_option, print_plan
 from harness.cli.outputs import OutputError, writable_file
 from harness.cli.sweep import sweep
 from harness.report.display import LiveProgress, print_run
@@ -120,8 +120,21 @@ def main() -> None:
 )
 @click.option("--quiet", is_flag=True, help="No live progress display.")
 @api_key_option
+@dry_run_option
 def run(
-    suite_name, model, flags, ref, serve_cmd, url, pid, repeat, out, ready_timeout, quiet, api_key
+    suite_name,
+    model,
+    flags,
+    ref,
+    serve_cmd,
+    url,
+    pid,
+    repeat,
+    out,
+    ready_timeout,
+    quiet,
+    api_key,
+    dry_run,
 ) -> None:
     """Start one arm cold, drive the suite's phases, print the summary, write the run JSON.
 
@@ -142,10 +155,14 @@ def run(
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         out = writable_file(out or Path("results/runs") / f"{stamp}-{suite.name}.json")
         sides = default_refs({"arm": Side(ref, "", "", serve_cmd, url, pid)})
-        ctx = arm_context(sides, suite, model, flags, False, api_key)
-        arm = plan_arm("arm", sides["arm"], ctx).arm
+        ctx = arm_context(sides, suite, model, flags, False, api_key, not dry_run)
+        plan = plan_arm("arm", sides["arm"], ctx)
     except (SuiteError, ArmError, RefError, ProjectError, OutputError) as exc:
         raise input_error(exc) from None
+    if dry_run:
+        print_plan({"arm": plan})
+        return
+    arm = plan.arm
     console = Console(stderr=True)
     runs = []
     try:

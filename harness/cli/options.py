@@ -11,7 +11,7 @@ import click
 from harness.arms.arms import ArmError
 from harness.arms.project import find_project
 from harness.arms.worktrees import repo_root
-from harness.runs.plan import Context, Side, check_sides
+from harness.runs.plan import ArmPlan, Context, Side, check_sides
 from harness.workload.suite import Suite
 
 
@@ -88,6 +88,29 @@ def sides_from(opts: dict, base_ref: str | None, head_ref: str | None) -> dict[s
     }
 
 
+def dry_run_option(command: Callable) -> Callable:
+    return click.option(
+        "--dry-run",
+        is_flag=True,
+        help="Say what each arm would be (ref, commit, command, flags) and exit 0: "
+        "nothing is built or started.",
+    )(command)
+
+
+def print_plan(plans: dict[str, ArmPlan]) -> None:
+    """One line per arm: what --dry-run promises (scripts may read it)."""
+    for name, plan in plans.items():
+        d = plan.desc
+        where = f" commit {d['commit']}" if d.get("commit") else ""
+        what = f"serve: {d['cmd']}" if d.get("cmd") else f"running at {plan.arm.url}"
+        flags = " ".join(d.get("flags") or []) or "(none)"
+        env = " ".join(f"{k}={v}" for k, v in (d.get("env") or {}).items())
+        click.echo(
+            f"{name}: {d['label']}{where} | {what} | flags: {flags}"
+            + (f" | env: {env}" * bool(env))
+        )
+
+
 def arm_context(
     sides: dict[str, Side],
     suite: Suite,
@@ -95,6 +118,7 @@ def arm_context(
     flags: str | None,
     isolated: bool,
     api_key: str,
+    build: bool = True,
 ) -> Context:
     """The repository and project file when any arm is a git ref (raises RefError or
     ProjectError for a folder without them); `--isolated` only means something then."""
@@ -103,4 +127,4 @@ def arm_context(
             raise ArmError("--isolated applies to arms served from git refs, and none is")
         return Context(suite, model=model, flags=flags, api_key=api_key)
     repo = repo_root(Path.cwd())
-    return Context(suite, repo, find_project(repo), model, flags, isolated, api_key)
+    return Context(suite, repo, find_project(repo), model, flags, isolated, api_key, build)

@@ -16,6 +16,8 @@ from harness.cli.ab import InputError, input_error
 from harness.cli.options import (
     api_key_option,
     arm_context,
+    dry_run_option,
+    print_plan,
     report_options,
     side_options,
     sides_from,
@@ -116,6 +118,7 @@ def _sides(one: Side, base_ref, head_ref, opts) -> dict[str, Side]:
     "--isolated", is_flag=True, help="Build each git ref as servegate.toml's [server.isolated]."
 )
 @api_key_option
+@dry_run_option
 @report_options
 def sweep(
     suite_name,
@@ -137,6 +140,7 @@ def sweep(
     flags,
     isolated,
     api_key,
+    dry_run,
     out_dir,
     ready_timeout,
     quiet,
@@ -167,13 +171,17 @@ def sweep(
         one = Side(ref, "", env, serve_cmd, url, pid)
         sides = _sides(one, base_ref, head_ref, side_opts)
         suite = load_suite(suite_name)
-        ctx = arm_context(sides, suite, model, flags, isolated, api_key)
+        ctx = arm_context(sides, suite, model, flags, isolated, api_key, not dry_run)
         plans = {n: plan_arm(n, s, ctx) for n, s in sides.items()}
         if len(plans) == 2:
             label_arms(plans, sides)
         suite = unsampled_memory(suite, plans)[0]
     except (SuiteError, ArmError, RefError, ProjectError, SweepError, SloError) as e:
         raise input_error(e) from None
+    if dry_run:
+        print_plan(plans)
+        click.echo(f"levels: {', '.join(str(v) for v in values)} ({mode})")
+        return
     plan = Sweep(suite, mode, values, requests, cold)
     runner = SweepRunner(
         plan,

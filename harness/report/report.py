@@ -11,7 +11,6 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from harness import shipped_dir
-
 from harness.report import tables
 from harness.report.engagement import engagement
 from harness.report.plots import arms_present, plot_rss, plot_ttft

@@ -60,6 +60,7 @@ class Context:
     flags: str | None = None  # --flags: replaces the suite's
     isolated: bool = False
     api_key: str = ""
+    build: bool = True  # False for --dry-run: plan every arm, build none
 
 
 def parse_env(text: str, option: str = "--env") -> tuple[tuple[str, str], ...]:
@@ -139,7 +140,8 @@ def plan_arm(name: str, side: Side, ctx: Context) -> ArmPlan:
     flags, sources = flags_for(name, side, ctx, project.name)
     arm = project_arm(project, co, model, "", api_key=ctx.api_key)
     arm = _flags_reach(_with(arm, flags=flags, env=arm.env + env), name, sources)
-    build(project, co)
+    if ctx.build:
+        build(project, co)
     desc = {
         "label": co.label,
         "ref": co.ref,
