@@ -14,6 +14,7 @@ import time
 import pytest
 from harness_helpers import scripted, unique_marker, wait_no_survivors
 from project_repo import ProjectRepo
+from test_exit_codes import cli
 
 from harness.arms.launcher import free_port
 
@@ -171,3 +172,27 @@ def test_an_api_key_reaches_every_request_and_a_missing_one_is_said_at_once(tmp_
     assert "HTTP 401: it wants an API key" in bare.stdout + bare.stderr
     assert time.monotonic() - started < 60  # said at the first start, not after a timeout
     assert not wait_no_survivors(marker)
+
+
+def test_engine_flags_in_a_suite_never_reach_another_server(tmp_path, monkeypatch):
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))  # no repository here
+    with_flags = scripted("{flags}")
+    for verb in (["ab", "--base-cmd", with_flags, "--head-cmd", with_flags],
+                 ["sweep", "--serve-cmd", with_flags, "--levels", "1,2"]):  # fmt: skip
+        out = cli(*verb, "--suite", "short-concurrency", "--dry-run", cwd=tmp_path)
+        assert out.returncode == 0, out.stdout + out.stderr
+        planned = [line for line in out.stdout.splitlines() if "| flags: " in line]
+        assert planned and all(line.endswith("| flags: (none)") for line in planned), planned
+    out = cli("ab", "--base-cmd", with_flags, "--head-cmd", with_flags, "--suite", "smoke",
+              "--head-flags", "--ttft-ms 9", "--dry-run", cwd=tmp_path)  # fmt: skip
+    base, head = out.stdout.splitlines()
+    assert base.endswith("| flags: (none)") and head.endswith("| flags: --ttft-ms 9")
+
+
+def test_errors_name_the_option_that_was_typed(tmp_path):
+    out = cli("ab", "--base-cmd", "srv --port 80", "--head-cmd", scripted(), cwd=tmp_path)
+    assert out.returncode == 2 and "--base-cmd must contain {port}" in out.stderr
+    out = cli("ab", "--base-cmd", scripted(), "--head-cmd", "srv {port} {gpu}", cwd=tmp_path)
+    assert out.returncode == 2 and "--head-cmd: unknown placeholder(s) ['gpu']" in out.stderr
+    out = cli("ab", "--base-cmd", scripted(), "--head-url", "localhost:1", cwd=tmp_path)
+    assert out.returncode == 2 and "--head-url must start with http://" in out.stderr
