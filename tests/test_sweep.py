@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from harness_helpers import REPO, scripted, unique_marker, write_suite
+from harness_helpers import REPO, scripted, unique_marker, wait_no_survivors, write_suite
 
 from harness.cli.main import main
 
@@ -160,3 +160,18 @@ def test_rates_run_open_loop_levels_one_cold_server_each(tmp_path):
     assert [(p["name"], p["arrival"], p["rate"], p["clients"]) for (p,) in phases] == [
         ("r4", "rate", 4.0, 6), ("r8", "rate", 8.0, 6),
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("arms", ["one", "two"])
+def test_a_server_that_never_becomes_ready_is_invalid_with_its_log_tail(tmp_path, arms):
+    marker = unique_marker()
+    never = scripted("--load-ms 600000", model=marker)  # /health says 503 for ten minutes
+    chosen = ["--serve-cmd", never] if arms == "one" else ["--base-cmd", never, "--head-cmd", never]
+    r = harness_sweep("--levels", "1,2", "--rounds", "1", "--ready-timeout", "2", *chosen,
+                      tmp_path=tmp_path)  # fmt: skip
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr and "internal error" not in r.stderr, r.stderr
+    assert "server not ready" in r.stdout and "scripted server on port" in r.stdout
+    (md,) = (tmp_path / "out").glob("*-sweep-*.md")
+    assert "INVALID" in md.read_text()
+    assert not wait_no_survivors(marker)

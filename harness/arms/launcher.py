@@ -94,8 +94,7 @@ def wait_ready(
         if status in (401, 403):
             raise LaunchError(
                 f"server refused {base}{path} with HTTP {status}: it wants an API key "
-                "(--api-key or OPENAI_API_KEY)"
-                + (" and refused the one given" if api_key else "")
+                "(--api-key or OPENAI_API_KEY)" + (" and refused the one given" if api_key else "")
             )
         if status in (404, 405, 501) and path == "/health" and not fixed:
             path = "/v1/models"

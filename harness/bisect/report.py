@@ -10,6 +10,7 @@ from pathlib import Path
 
 from harness.bisect.history import Commit
 from harness.bisect.run import BisectOutcome, Step
+from harness.files import write_atomic
 from harness.report import tables
 from harness.report.report import slug, template_env, write_report
 
@@ -87,10 +88,8 @@ def write_bisect_report(data: dict, final: Step | None, out_dir: Path) -> Path:
             data["bad"]["short"][:8],
         ]
     )
-    (out_dir / f"{stem}.json").write_text(json.dumps(data, indent=1) + "\n")
-    env = template_env()
+    write_atomic(out_dir / f"{stem}.json", json.dumps(data, indent=1) + "\n")
     md = out_dir / f"{stem}.md"
-    md.write_text(
-        env.get_template("bisect.md.j2").render(b=data, headline=headline(data), final=final_rows)
-    )
+    page = template_env().get_template("bisect.md.j2")
+    write_atomic(md, page.render(b=data, headline=headline(data), final=final_rows))
     return md

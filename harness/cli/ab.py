@@ -16,6 +16,7 @@ from rich.table import Table
 from harness.arms.arms import ArmError
 from harness.arms.project import ProjectError
 from harness.arms.worktrees import RefError
+from harness.cli import signals
 from harness.cli.options import (
     api_key_option,
     arm_context,
@@ -253,9 +254,13 @@ def ab(
         console.print("interrupted: every server was stopped")
         if any(r.get(a) for r in runner.rounds for a in ("base", "head", "null")):
             outcome = runner.outcome(problem="interrupted before the last round")
-            report = write_report(ab_result(suite, plans, outcome, command), out_dir)
-            console.print(f"the runs so far: {report.with_suffix('.json')}", highlight=False)
-        sys.exit(130)
+            try:
+                report = write_report(ab_result(suite, plans, outcome, command), out_dir)
+            except Exception as exc:  # noqa: BLE001 - each run is kept beside its log anyway
+                console.print(f"error: report not written: {exc}", markup=False)
+            else:
+                console.print(f"the runs so far: {report.with_suffix('.json')}", highlight=False)
+        sys.exit(signals.exit_code())
     finish(ab_result(suite, plans, outcome, command), out_dir)
 
 

@@ -19,6 +19,7 @@ from harness.bisect.bisect import BisectError
 from harness.bisect.history import commit_info, first_parent_commits
 from harness.bisect.report import headline, step_row, summary, write_bisect_report
 from harness.bisect.run import Bisector, Step
+from harness.cli import signals
 from harness.cli.ab import EXIT_INVALID, InputError, input_error
 from harness.cli.options import api_key_option, dry_run_option, report_options
 from harness.report.display import LiveProgress
@@ -175,9 +176,11 @@ def bisect(
         outcome = bisector.run(good, commits, tuple(metrics))
     except (BisectError, RefError, ArmError, SuiteError, ProjectError) as e:
         raise input_error(e) from None
-    except KeyboardInterrupt:
-        console.print("interrupted: every server was stopped")
-        sys.exit(130)
+    except KeyboardInterrupt:  # each finished step is kept as it went (logs/.../comparison.json)
+        console.print(
+            f"interrupted: every server was stopped; the steps so far: {bisector.log_dir}"
+        )
+        sys.exit(signals.exit_code())
     data = summary(outcome, suite.name, good, command)
     report = write_bisect_report(data, outcome.final, out_dir)
     out = Console(width=140)

@@ -3,9 +3,9 @@ Exit codes: 0 ok, 2 invalid run, infrastructure failure or server crash (and bad
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import signal
 import sys
 import traceback
 from datetime import UTC, datetime
@@ -18,11 +18,13 @@ from harness.arms.arms import ArmError
 from harness.arms.launcher import LaunchError
 from harness.arms.project import ProjectError
 from harness.arms.worktrees import RefError
+from harness.cli import signals
 from harness.cli.ab import EXIT_INVALID, InputError, ab, compare, input_error, report
 from harness.cli.bisect import bisect
 from harness.cli.options import api_key_option, arm_context, dry_run_option, print_plan
 from harness.cli.outputs import OutputError, writable_file
 from harness.cli.sweep import sweep
+from harness.files import write_atomic
 from harness.report.display import LiveProgress, print_run
 from harness.runs.machine import harness_version
 from harness.runs.plan import Side, default_refs, plan_arm
@@ -35,10 +37,14 @@ class GuardedGroup(click.Group):
     never a traceback, whose exit code 1 would read as "regression"."""
 
     def invoke(self, ctx: click.Context):
+        signals.install()
         try:
             return super().invoke(ctx)
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
+        except KeyboardInterrupt:  # click would make it "Aborted!", exit 1: a "regression"
+            click.echo("interrupted: nothing was left running", err=True)
+            sys.exit(signals.exit_code())
         except Exception as exc:  # noqa: BLE001 - the guard of last resort
             if os.environ.get("HARNESS_TRACEBACK"):
                 traceback.print_exc()
@@ -149,7 +155,6 @@ def run(
     harness run --suite smoke --serve-cmd "llama-server -m M.gguf --port {port}"
     harness run --suite smoke --ref main~3
     """
-    signal.signal(signal.SIGTERM, _terminate)
     try:
         suite = load_suite(suite_name)
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
@@ -175,18 +180,28 @@ def run(
         console.print(f"[bold red]error:[/] {exc}", highlight=False)
         if exc.log_tail:
             console.print(f"server log tail:\n{exc.log_tail}", markup=False, highlight=False)
+        _keep(runs, out, console)
         sys.exit(EXIT_INVALID)
     except KeyboardInterrupt:
         console.print("interrupted: the server was stopped", highlight=False)
-        sys.exit(130)
+        _keep(runs, out, console)
+        sys.exit(signals.exit_code())
     try:
-        out.write_text(json.dumps({"runs": runs}, indent=1) + "\n")  # the data before the table
+        write_atomic(out, json.dumps({"runs": runs}, indent=1) + "\n")  # the data first
     except OSError as exc:
         raise InputError(f"run JSON not written: {out}: {exc.strerror or exc}") from None
     print_run(Console(), runs)
     click.echo(f"run JSON: {out}")
     if not all(r["valid"] for r in runs):
         sys.exit(EXIT_INVALID)
+
+
+def _keep(runs: list[dict], out: Path, console: Console) -> None:
+    """The runs that finished before a failure or an interrupt: never lost."""
+    if runs:
+        with contextlib.suppress(OSError):
+            write_atomic(out, json.dumps({"runs": runs, "complete": False}, indent=1) + "\n")
+            console.print(f"the {len(runs)} finished run(s): {out}", highlight=False)
 
 
 @main.command()
@@ -209,14 +224,6 @@ main.add_command(compare)
 main.add_command(report)
 main.add_command(sweep)
 main.add_command(bisect)
-
-
-def _terminate(signum, frame) -> None:
-    """SIGTERM does what Ctrl-C does. Inside asyncio.run, SIGINT's handler cancels the load
-    cleanly; raising here instead would land in whichever task happens to run."""
-    if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
-        raise KeyboardInterrupt
-    signal.raise_signal(signal.SIGINT)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ from rich.console import Console
 from harness.arms.arms import ArmError
 from harness.arms.project import ProjectError
 from harness.arms.worktrees import RefError
-from harness.cli.ab import InputError, input_error
+from harness.cli import signals
+from harness.cli.ab import InputError, input_error, one_line
 from harness.cli.options import (
     api_key_option,
     arm_context,
@@ -191,8 +192,13 @@ def sweep(
         ready_timeout,
         progress=lambda label: LiveProgress(console, label, disabled=quiet),
     )
+    interrupted = False
     try:
         raw = runner.run()
+    except KeyboardInterrupt:
+        console.print("interrupted: every server was stopped")
+        raw, interrupted = {"runs": runner.runs, "crash": None}, True
+    try:
         by_level = rounds_by_level(raw["runs"], plan.names(), list(plans))
         verdict = judge(
             by_level,
@@ -205,12 +211,19 @@ def sweep(
             knee_gain,
         )
     except ComparisonError as e:
+        if interrupted:  # nothing comparable ran; each finished run is kept beside its log
+            console.print(f"the runs so far: {runner.log_dir}", highlight=False)
+            sys.exit(signals.exit_code())
         raise InputError(str(e)) from None
-    except KeyboardInterrupt:
-        console.print("interrupted: every server was stopped")
-        sys.exit(130)
+    if interrupted:
+        verdict |= {"verdict": "INVALID", "exit_code": 2}
+        verdict["invalid"] = ["interrupted before the last round", *verdict.get("invalid", [])]
     command = "harness " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     result = sweep_result(plan, plans, rounds, raw, by_level, verdict, command)
-    report = write_sweep_report(result, out_dir)
+    report = None
+    try:
+        report = write_sweep_report(result, out_dir)
+    except Exception as exc:  # noqa: BLE001 - no report bug may change the gate's answer
+        click.echo(f"error: report not written: {type(exc).__name__}: {one_line(exc)}", err=True)
     print_sweep(Console(width=120), result, report)
-    sys.exit(verdict["exit_code"])
+    sys.exit(signals.exit_code() if interrupted else verdict["exit_code"])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from harness import shipped_dir
+from harness.files import shipped_dir, write_atomic
 from harness.report import tables
 from harness.report.engagement import engagement
 from harness.report.plots import arms_present, plot_rss, plot_ttft
@@ -116,7 +116,7 @@ def write_report(ab_result: dict, out_dir: Path) -> Path:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = report_stem(ab)
-    (out_dir / f"{stem}.json").write_text(json.dumps(ab, indent=1) + "\n")  # the data first
+    write_atomic(out_dir / f"{stem}.json", json.dumps(ab, indent=1) + "\n")  # the data first
     labels = {"base": ab["base"]["label"], "head": ab["head"]["label"], "null": "base again"}
     plots = {}
     if arms_present(ab["rounds"]):  # an arm that crashed before any run leaves nothing to plot
@@ -124,7 +124,7 @@ def write_report(ab_result: dict, out_dir: Path) -> Path:
         plot_rss(ab["rounds"], labels, out_dir / plots["rss"])
         plot_ttft(ab["rounds"], labels, out_dir / plots["ttft"])
     md = out_dir / f"{stem}.md"
-    md.write_text(render_markdown(ab, plots))
+    write_atomic(md, render_markdown(ab, plots))
     return md
 
 

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.arms.launcher import LaunchError
+from harness.files import write_atomic
 from harness.load.phase import Progress
 from harness.runs.plan import ArmPlan, commit_problem
 from harness.runs.run import Started, run_arm, start_arm
@@ -140,7 +141,7 @@ class ABRunner:
             run["valid"] = False
             run["invalid_reasons"] = [*run.get("invalid_reasons", []), problem]
         # kept at once, beside the server's log: whatever ends this A/B, the run survives
-        log.with_name(f"round{rnd}-{name}.run.json").write_text(json.dumps(run, default=str))
+        write_atomic(log.with_name(f"round{rnd}-{name}.run.json"), json.dumps(run, default=str))
         if run.get("outcome") == "crashed":
             server = run.get("server") or {}
             msg = f"server exited with code {server.get('exit_code')} under load"

@@ -10,6 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from harness.files import write_atomic
 from harness.report.report import slug, template_env, to_plain
 from harness.report.tables import fmt_ci, fmt_ratio, fmt_value
 from harness.runs.plan import ArmPlan
@@ -194,17 +195,21 @@ def write_sweep_report(result: dict, out_dir: Path) -> Path:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = report_stem(result)
-    plots = {k: f"{stem}-{k}.png" for k in ("throughput", "ttft", "latency")}
-    plot_throughput(result, out_dir / plots["throughput"])
-    plot_ttft(result, out_dir / plots["ttft"])
-    plot_latency_throughput(result, out_dir / plots["latency"])
-    (out_dir / f"{stem}.json").write_text(json.dumps(result, indent=1) + "\n")
+    write_atomic(out_dir / f"{stem}.json", json.dumps(result, indent=1) + "\n")  # data first
+    draw = {"throughput": plot_throughput, "ttft": plot_ttft, "latency": plot_latency_throughput}
+    plots = {}
+    for kind, plot in draw.items():
+        try:  # a curve with nothing to draw (no level ran) leaves its plot out, not the report
+            plot(result, out_dir / f"{stem}-{kind}.png")
+            plots[kind] = f"{stem}-{kind}.png"
+        except ValueError:
+            plots[kind] = None
     md = out_dir / f"{stem}.md"
-    md.write_text(render_markdown(result, plots))
+    write_atomic(md, render_markdown(result, plots))
     return md
 
 
-def print_sweep(console: Console, result: dict, report: Path) -> None:
+def print_sweep(console: Console, result: dict, report: Path | None) -> None:
     j = result["judgement"]
     table = Table(
         title=f"suite {result['suite']}: "
@@ -231,8 +236,16 @@ def print_sweep(console: Console, result: dict, report: Path) -> None:
         console.print(f"{arm}: knee {_level(j['knee'][arm])}{good}", highlight=False)
     for line in j["invalid"]:
         console.print(f"- invalid: {line}", highlight=False, markup=False)
+    if crash := result.get("crash"):
+        console.print(
+            f"{crash['arm']} in round {crash['round']}: {crash['message']}\n"
+            f"server log tail:\n{crash.get('log_tail') or '(empty)'}",
+            highlight=False,
+            markup=False,
+        )
     console.print(headline(result).lstrip("# "), highlight=False, soft_wrap=True)  # one line
-    console.print(f"report: {report}", highlight=False)
+    if report is not None:
+        console.print(f"report: {report}", highlight=False)
 
 
 def rerender_sweep_report(json_path: Path, out_dir: Path | None = None) -> Path:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from harness.load.phase import Progress
@@ -128,6 +128,7 @@ class SweepRunner:
     rounds: int = 3
     ready_timeout_s: float = 180.0
     progress: Callable[[str], Progress] = lambda label: Progress()  # noqa: E731
+    runs: list[dict] = field(default_factory=list, init=False)  # as run so far
 
     @property
     def steps(self) -> int:
@@ -136,7 +137,8 @@ class SweepRunner:
     def run(self) -> dict:
         """Rounds of cold runs; returns the raw runs and any crash (which ends the sweep)."""
         names, units, done = list(self.plans), self.sweep.units(), 0
-        runs, crash = [], None
+        self.runs, crash = [], None
+        runs = self.runs
         for i in range(self.rounds):
             schedule = [(u, n) for n in order(i, names) for u in units]
             if self.sweep.cold == "level":  # level by level, both arms back to back

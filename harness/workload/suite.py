@@ -8,7 +8,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import shipped_dir
+from harness.files import shipped_dir
 from harness.workload import schema
 from harness.workload.expect import ExpectError, ExpectRule, parse_rule
 

@@ -1,0 +1,27 @@
+"""SIGTERM (what a CI runner sends to a cancelled or timed-out job) does what Ctrl-C does, in
+every verb: KeyboardInterrupt unwinds through each launcher's teardown and each verb keeps what
+it measured. The exit status is the shell's for the signal: 130 for SIGINT, 143 for SIGTERM."""
+
+from __future__ import annotations
+
+import signal
+
+_received: list[int] = []
+
+
+def install() -> None:
+    signal.signal(signal.SIGTERM, _terminate)
+
+
+def exit_code() -> int:
+    """128 + the signal that interrupted this process (SIGINT when none was recorded)."""
+    return 128 + (_received[-1] if _received else signal.SIGINT)
+
+
+def _terminate(signum, frame) -> None:
+    """Inside asyncio.run, SIGINT's handler cancels the load cleanly; raising here instead would
+    land in whichever task happens to run. Elsewhere SIGTERM raises KeyboardInterrupt at once."""
+    _received.append(signum)
+    if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
+        raise KeyboardInterrupt
+    signal.raise_signal(signal.SIGINT)

@@ -1,0 +1,35 @@
+"""The files the harness ships and writes: the suites and templates it reads from the checkout
+or from inside the installed package, and output written whole or not at all."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+_SOURCE_TREE = Path(__file__).resolve().parents[1]
+_PACKAGED = Path(__file__).resolve().parent / "_data"
+
+
+def shipped_dir(name: str) -> Path:
+    """`suites` or `templates`: the repository's folder in a source checkout (or an editable
+    install), else the copy a wheel carries inside the package (setup.py maps it there)."""
+    source = _SOURCE_TREE / name
+    in_checkout = (_SOURCE_TREE / "pyproject.toml").is_file() and source.is_dir()
+    return source if in_checkout else _PACKAGED / name
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write `text` to a temporary name beside `path`, then rename: a full disk or an interrupt
+    leaves the old file or none, never a truncated one."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,108 @@
+"""SIGTERM (a CI runner cancelling a job) and SIGINT (Ctrl-C) at a random moment of `run`, `ab`,
+`sweep` and `bisect` against scripted servers: the shell's exit status for the signal (143,
+130), never 1; no server left in the process table; every measurement that had finished before
+the signal kept on disk."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from harness_helpers import scripted, unique_marker, wait_no_survivors
+from project_repo import ProjectRepo
+
+SUITE = """
+model = "{model}"
+[[phase]]
+name = "load"
+clients = 2
+requests = 6
+prompt_tokens = 8
+max_tokens = 4
+[gate]
+ttft_p50_ms = 0.5
+"""
+
+
+def verb_args(verb: str, tmp_path: Path, marker: str) -> tuple[list[str], Path]:
+    """The command and the folder to run it in; every server streams slowly (40 ms a token)."""
+    suite = tmp_path / "suite.toml"
+    suite.write_text(SUITE.format(model=marker))
+    slow = scripted("--ttft-ms 30 --itl-ms 40", model=marker)
+    out = ["--out-dir", str(tmp_path / "results")]
+    if verb == "run":
+        return ["run", "--suite", str(suite), "--repeat", "5", "--serve-cmd", slow,
+                "--out", str(tmp_path / "results" / "run.json")], tmp_path  # fmt: skip
+    if verb == "ab":
+        return ["ab", "--suite", str(suite), "--rounds", "4", "--max-rounds", "4",
+                "--base-cmd", slow, "--head-cmd", slow + " --tag b", *out], tmp_path  # fmt: skip
+    if verb == "sweep":
+        return ["sweep", "--suite", str(suite), "--levels", "1,2", "--rounds", "3",
+                "--base-cmd", slow, "--head-cmd", slow + " --tag b", *out], tmp_path  # fmt: skip
+    repo = ProjectRepo(tmp_path, marker)
+    for i, ttft in enumerate(("20", "20", "60", "60")):
+        repo.commit(f"commit {i}", ttft=ttft, readme=f"line {i}")
+    return ["bisect", "--good", "main~4", "--suite", "suite.toml", "--rounds", "2",
+            "--max-rounds", "2", *out], repo.path  # fmt: skip
+
+
+def finished(tmp_path: Path) -> list[Path]:
+    """The per-run records on disk (each kept as soon as its run ends)."""
+    return sorted((tmp_path / "results").rglob("*.run.json"))
+
+
+def interrupt_at_random(verb: str, sig: int, tmp_path: Path, rng: random.Random) -> None:
+    marker = unique_marker()
+    args, cwd = verb_args(verb, tmp_path, marker)
+    env = {**os.environ, "SERVEGATE_CACHE": str(tmp_path / "cache")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness", *args, "--quiet"], cwd=cwd, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    time.sleep(rng.uniform(1.0, 6.0))
+    before = finished(tmp_path)
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    text, _ = proc.communicate(timeout=120)
+    assert "Traceback" not in text, text
+    assert proc.returncode in (128 + sig, 0, 1), (proc.returncode, text)  # 0/1: it had ended
+    assert not wait_no_survivors(marker, timeout=10), f"servers outlived {verb}: {text}"
+    if proc.returncode != 128 + sig or not before:
+        return
+    if verb == "run":  # each finished repeat is in the JSON, marked incomplete
+        kept = json.loads((tmp_path / "results" / "run.json").read_text())
+        assert kept["complete"] is False and kept["runs"]
+        return
+    if verb == "bisect":  # each step's runs stay beside its logs
+        assert all(p.exists() for p in before)
+        return
+    (result,) = (tmp_path / "results").glob("*-sweep-*.json" if verb == "sweep" else "*.json")
+    data = json.loads(result.read_text())
+    runs = [r for r in data.get("rounds", []) for a in ("base", "head") if r.get(a)]
+    runs += [r for r in data.get("runs", []) if r.get("run")]
+    assert len(runs) >= len(before), (len(runs), before)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
+@pytest.mark.parametrize("verb", ["run", "ab", "sweep", "bisect"])
+def test_a_signal_tears_down_and_keeps_what_finished(verb, sig, tmp_path):
+    interrupt_at_random(verb, sig, tmp_path, random.Random(f"{verb}{sig}"))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("verb", ["run", "ab", "sweep", "bisect"])
+def test_many_signals_at_random_moments(verb, tmp_path):
+    rng = random.Random()
+    for i in range(6):
+        sig = rng.choice([signal.SIGTERM, signal.SIGINT])
+        interrupt_at_random(verb, sig, tmp_path / f"try{i}", rng)
