@@ -81,7 +81,7 @@ def write_bisect_report(data: dict, final: Step | None, out_dir: Path) -> Path:
         final_rows = tables.metric_rows(json.loads(json.dumps(final.result["comparison"])))
     stem = "-".join(
         [
-            data["created"][:10],
+            slug(str(data["created"])[:10]),
             "bisect",
             slug(data["suite"]),
             data["good"]["short"][:8],

@@ -28,7 +28,7 @@ def report_stem(ab: dict) -> str:
     """YYYY-MM-DD-<suite>-<base>-vs-<head>, from the result's own creation date."""
     return "-".join(
         [
-            ab["created"][:10],
+            slug(str(ab["created"])[:10]),
             slug(ab["suite"]),
             slug(ab["base"]["label"]),
             "vs",

@@ -4,6 +4,7 @@ files offline (`harness compare A.json B.json`: A's runs are base, B's runs are 
 from __future__ import annotations
 
 import json
+import math
 from datetime import date
 from pathlib import Path
 
@@ -28,7 +29,17 @@ COMPARISON_SHAPE = {"verdict": str, "exit_code": int, "rounds": int, "metrics": 
                     "invalid": list, "warnings": list}  # fmt: skip
 
 
+MAX_INPUT_BYTES = 256 * 2**20  # a saved A/B result is 0.4-3 MB; a run JSON with timelines ~10
+MEMORY_KEYS = ("peak_rss_bytes", "peak_device_bytes")  # None: not measured on that machine
+
+
 def read_json(path: Path) -> object:
+    size = Path(path).stat().st_size
+    if size > MAX_INPUT_BYTES:
+        raise ComparisonError(
+            f"{path}: {size / 2**20:.0f} MiB is over the {MAX_INPUT_BYTES // 2**20} MiB a saved "
+            "result may have"
+        )
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except UnicodeDecodeError:
@@ -65,6 +76,23 @@ def _runs_in(doc: object, arm: str, path: Path) -> list[dict]:
         return runs_of(doc, arm)
     except ComparisonError as exc:
         raise ComparisonError(f"{path}: {exc}") from None
+
+
+def check_values(runs: list[dict], metrics: list[str], path: Path) -> None:
+    """Every gated value of a valid run is a finite, positive number (a memory peak may be
+    missing: not measured there); anything else is a damaged or hand-edited file."""
+    for i, run in enumerate(runs):
+        if not run.get("valid", True):
+            continue  # an invalid run makes the comparison INVALID on its own
+        for name in metrics:
+            value = run["summary"].get(name)
+            if value is None and name in MEMORY_KEYS:
+                continue
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+            if not ok or not math.isfinite(value) or value <= 0:
+                raise ComparisonError(
+                    f"{path}: run {i + 1}'s {name} is {value!r}, not a finite positive number"
+                )
 
 
 def _is_run(run: object) -> bool:
@@ -129,6 +157,8 @@ def compare_saved(
     if not base or not head:
         raise ComparisonError(f"no runs in {a_path if not base else b_path}")
     tolerances = tolerances or tolerances_of(doc_a) or DEFAULT_TOLERANCES
+    check_values(base, list(tolerances), a_path)
+    check_values(head, list(tolerances), b_path)
     n = min(len(base), len(head))
     rounds = [
         {"round": i, "order": ["base", "head"], "base": base[i], "head": head[i], "null": None}

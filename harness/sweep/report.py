@@ -80,7 +80,8 @@ def vars_of(phase) -> dict:
 def report_stem(result: dict) -> str:
     arms = result["arms"]
     who = [slug(a["label"]) for a in arms.values()]
-    return "-".join([result["created"][:10], "sweep", slug(result["suite"]), "-vs-".join(who)])
+    created = slug(str(result["created"])[:10])
+    return "-".join([created, "sweep", slug(result["suite"]), "-vs-".join(who)])
 
 
 def headline(result: dict) -> str:

@@ -4,6 +4,7 @@ each phase, and how much each gated metric may drift (docs/suites.md)."""
 from __future__ import annotations
 
 import random
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,7 @@ SUITES_DIR = shipped_dir("suites")
 ARRIVALS = ("burst", "concurrency", "rate")
 ENDPOINTS = ("completions", "chat")
 GATE_KEYS = ("ttft_p50_ms", "ttft_p95_ms", "tok_s", "peak_rss_bytes", "peak_device_bytes")
+NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,79}")
 ANY_SERVER = "*"  # `flags = "..."`: for whichever server the suite runs against
 SLACK_KEY = "memory_slack_mib"  # absolute slack of the memory rule, beside the tolerances
 DEFAULT_MEMORY_SLACK = 16 * 2**20
@@ -175,8 +177,11 @@ def parse_suite(data: dict, path: Path) -> Suite:
     raw_flags = data.get("flags", "")
     by_server = raw_flags if isinstance(raw_flags, dict) else {ANY_SERVER: raw_flags}
     flags = {name: _flags(value, f"flags.{name}") for name, value in by_server.items()}
+    name = str(data.get("name", path.stem))
+    if not NAME.fullmatch(name):
+        raise SuiteError(f"name {name!r} must be letters, digits, '.', '_' or '-' (it names files)")
     return Suite(
-        name=str(data.get("name", path.stem)),
+        name=name,
         path=path,
         model=data["model"],
         phases=phases,
