@@ -6,6 +6,8 @@ written where it belongs."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 from test_exit_codes import SUITE, cli, one_line_error
@@ -68,3 +70,52 @@ def test_a_suite_name_that_would_name_a_path_is_refused(tmp_path):
     suite.write_text('name = "../../../../elsewhere/x"\n' + SUITE.format(extra=""))
     one_line_error(cli("run", "--suite", str(suite), "--serve-cmd", "x {port}", cwd=tmp_path),
                    "must be letters, digits")  # fmt: skip
+
+
+RATE = 'model = "m"\n[[phase]]\nname = "p"\narrival = "rate"\n'
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["ab", "--ready-timeout", "nan"], "must be a finite number of seconds > 0"),
+        (["ab", "--ready-timeout", "-1"], "must be a finite number of seconds > 0"),
+        (["run", "--suite", "smoke", "--ready-timeout", "inf"], "finite number of seconds"),
+        (["ab", "--rounds", "5", "--max-rounds", "3"], "3 is below --rounds 5"),
+        (["bisect", "--good", "HEAD~1", "--rounds", "5", "--max-rounds", "3"], "below --rounds"),
+        (["sweep", "--levels", "", "--serve-cmd", "x {port}"], "give at least one level"),
+        (["sweep", "--slo", "ttft_p95_ms=-5", "--serve-cmd", "x {port}"], "finite and > 0"),
+        (["sweep", "--slo", "ttft_p95_ms=nan", "--serve-cmd", "x {port}"], "finite and > 0"),
+    ],
+)  # fmt: skip
+def test_numeric_options_are_checked_before_anything_starts(tmp_path, args, needle):
+    out = cli(*args, cwd=tmp_path)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert needle in out.stderr, out.stderr
+    assert not (tmp_path / "results" / "logs").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        (RATE + "rate = inf\n", "finite rate > 0"),
+        (RATE + "rate = nan\n", "finite rate > 0"),
+        ('model = "m"\n[[phase]]\nname = "p"\ntemperature = nan\n', "temperature must be"),
+        ('model = "m"\n[[phase]]\nname = "p"\nmax_error_rate = nan\n', "max_error_rate"),
+        ('model = "m"\n[[phase]]\nname = "p"\n[gate]\nttft_p50_ms = inf\n', "gate.ttft_p50_ms"),
+        ('model = "m"\n[[phase]]\nname = "p"\n[gate]\ntok_s = nan\n', "gate.tok_s"),
+        ('model = "m"\n[[phase]]\nname = "p"\nprompt_tokens = {dist = "normal", mean = nan, '
+         'std = 1, max = 9}\n', "mean and std must be finite"),
+    ],
+)  # fmt: skip
+def test_suite_values_that_are_not_finite_are_refused(tmp_path, text, needle):
+    suite = tmp_path / "s.toml"
+    suite.write_text(text)
+    one_line_error(cli("run", "--suite", str(suite), "--serve-cmd", "x {port}", cwd=tmp_path),
+                   needle)  # fmt: skip
+
+
+def test_a_closed_pipe_is_not_an_error(tmp_path):
+    pipe = f"{sys.executable} -m harness suites | head -1; exit ${{PIPESTATUS[0]}}"
+    r = subprocess.run(pipe, shell=True, executable="/bin/bash", capture_output=True, text=True)
+    assert r.returncode == 0 and r.stderr == "", r.stderr

@@ -20,6 +20,7 @@ from harness.cli import signals
 from harness.cli.options import (
     api_key_option,
     arm_context,
+    check_rounds,
     dry_run_option,
     print_plan,
     report_options,
@@ -218,6 +219,7 @@ def ab(
     servegate.toml (docs/projects.md), which says how a commit is built (once per sha) and
     served; command and URL arms need neither.
     """
+    check_rounds(rounds, max_rounds)
     console = Console(stderr=True)
     try:
         sides = default_refs(sides_from(side_opts, base_ref, head_ref))
@@ -234,8 +236,6 @@ def ab(
     if dry_run:
         print_plan(plans)
         return
-    if max_rounds < rounds:
-        max_rounds = rounds
     suite, notes = unsampled_memory(suite, plans)
     runner = ABRunner(
         suite,

@@ -21,7 +21,7 @@ from harness.bisect.report import headline, step_row, summary, write_bisect_repo
 from harness.bisect.run import Bisector, Step
 from harness.cli import signals
 from harness.cli.ab import EXIT_INVALID, InputError, input_error
-from harness.cli.options import api_key_option, dry_run_option, report_options
+from harness.cli.options import api_key_option, check_rounds, dry_run_option, report_options
 from harness.report.display import LiveProgress
 from harness.runs.plan import Context
 from harness.workload.suite import SuiteError, load_suite
@@ -131,6 +131,7 @@ def bisect(
     results/DATE-bisect-SUITE-GOOD-BAD.md with the path and the culprit's A/B against its
     parent. Exit 0 when a first bad commit is named, 2 when it cannot be.
     """
+    check_rounds(rounds, max_rounds)
     console = Console(stderr=True)
     try:
         suite = load_suite(suite_name)
@@ -165,7 +166,7 @@ def bisect(
         Context(suite, repo, project, model, flags, isolated, api_key),
         out_dir / "logs" / f"bisect-{suite.name}",
         rounds,
-        max(rounds, max_rounds),
+        max_rounds,
         ready_timeout,
         command,
         progress=lambda label: LiveProgress(console, label, disabled=quiet),

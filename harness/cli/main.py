@@ -21,7 +21,7 @@ from harness.arms.worktrees import RefError
 from harness.cli import signals
 from harness.cli.ab import EXIT_INVALID, InputError, ab, compare, input_error, report
 from harness.cli.bisect import bisect
-from harness.cli.options import api_key_option, arm_context, dry_run_option, print_plan
+from harness.cli.options import SECONDS, api_key_option, arm_context, dry_run_option, print_plan
 from harness.cli.outputs import OutputError, writable_file
 from harness.cli.sweep import sweep
 from harness.files import write_atomic
@@ -42,6 +42,9 @@ class GuardedGroup(click.Group):
             return super().invoke(ctx)
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
+        except BrokenPipeError:  # `harness suites | head -1`: nothing is left to say; not exit 1
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(0)
         except KeyboardInterrupt:  # click would make it "Aborted!", exit 1: a "regression"
             click.echo("interrupted: nothing was left running", err=True)
             sys.exit(signals.exit_code())
@@ -119,7 +122,7 @@ def main() -> None:
 )
 @click.option(
     "--ready-timeout",
-    type=float,
+    type=SECONDS,
     default=120.0,
     show_default=True,
     help="Seconds to wait for the server to answer /health.",

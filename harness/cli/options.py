@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,6 +14,31 @@ from harness.arms.project import find_project
 from harness.arms.worktrees import repo_root
 from harness.runs.plan import ArmPlan, Context, Side, check_sides
 from harness.workload.suite import Suite
+
+
+class Seconds(click.ParamType):
+    """A finite number of seconds > 0 (click's FloatRange lets nan through)."""
+
+    name = "seconds"
+
+    def convert(self, value, param, ctx):
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(seconds) or seconds <= 0:
+            self.fail(f"{value!r} must be a finite number of seconds > 0", param, ctx)
+        return seconds
+
+
+SECONDS = Seconds()
+
+
+def check_rounds(rounds: int, max_rounds: int) -> None:
+    if max_rounds < rounds:
+        raise click.BadParameter(
+            f"{max_rounds} is below --rounds {rounds} (the first look)", param_hint="--max-rounds"
+        )
 
 
 def report_options(command: Callable) -> Callable:
@@ -28,7 +54,7 @@ def report_options(command: Callable) -> Callable:
             ),
             click.option(
                 "--ready-timeout",
-                type=float,
+                type=SECONDS,
                 default=180.0,
                 show_default=True,
                 help="Seconds to wait for each cold server to answer /health.",

@@ -163,11 +163,12 @@ def sweep(
     first), 2 invalid run, crash or bad input. docs/sweep.md has the details.
     """
     console = Console(stderr=True)
-    if levels and rates:
+    if levels is not None and rates is not None:
         raise InputError("give --levels or --rates, not both")
-    mode = "rate" if rates else "concurrency"
+    mode = "rate" if rates is not None else "concurrency"
     try:
-        values = parse_levels(rates or levels or "1,2,4,8,16", mode)
+        given = rates if rates is not None else levels
+        values = parse_levels("1,2,4,8,16" if given is None else given, mode)
         slos = parse_slos(slo, set(CURVE_METRICS))
         one = Side(ref, "", env, serve_cmd, url, pid)
         sides = _sides(one, base_ref, head_ref, side_opts)

@@ -86,6 +86,8 @@ def parse_slos(items: tuple[str, ...] | list[str], known: set[str]) -> list[Slo]
             limit = float(value)
         except ValueError:
             raise SloError(f"--slo {metric}: the limit must be a number, got {value!r}") from None
+        if not math.isfinite(limit) or limit <= 0:
+            raise SloError(f"--slo {metric}: the limit must be finite and > 0, got {value!r}")
         out.append(Slo(metric, limit))
     return out
 

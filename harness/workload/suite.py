@@ -3,6 +3,7 @@ each phase, and how much each gated metric may drift (docs/suites.md)."""
 
 from __future__ import annotations
 
+import math
 import random
 import re
 import tomllib
@@ -83,8 +84,10 @@ class Phase:
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SuiteError(f"{where}: {key} must be a positive integer, got {value!r}")
-        if self.arrival == "rate" and not (isinstance(self.rate, int | float) and self.rate > 0):
-            raise SuiteError(f'{where}: arrival = "rate" needs rate > 0 (requests per second)')
+        if self.arrival == "rate" and not (_finite(self.rate) and self.rate > 0):
+            raise SuiteError(f'{where}: arrival = "rate" needs a finite rate > 0 (requests/s)')
+        if not (_finite(self.temperature) and self.temperature >= 0):
+            raise SuiteError(f"{where}: temperature must be a finite number >= 0")
         if self.bursts > 1 and self.arrival != "burst":
             raise SuiteError(f'{where}: bursts is only meaningful with arrival = "burst"')
         if self.arrival != "rate" and self.rate is not None:
@@ -99,6 +102,10 @@ class Phase:
     def total_requests(self) -> int:
         """Every request the phase sends: `requests` per burst times `bursts`."""
         return self.requests * self.bursts
+
+
+def _finite(x: object) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +240,8 @@ def _length(raw: object, phase: str) -> PromptLength:
         if dist == "uniform":
             length = PromptLength("uniform", min=int(raw["min"]), max=int(raw["max"]))
         elif dist == "normal":
+            if not (_finite(raw["mean"]) and _finite(raw["std"]) and raw["std"] >= 0):
+                raise SuiteError(f"{where}: mean and std must be finite numbers, std >= 0")
             length = PromptLength(
                 "normal", mean=float(raw["mean"]), std=float(raw["std"]),
                 min=int(raw.get("min", 1)), max=int(raw["max"]),
