@@ -41,6 +41,7 @@ def args_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-health", action="store_true", help="404 on /health")
     p.add_argument("--no-metrics", action="store_true")
     p.add_argument("--cut-after", type=int, default=0, help="[DONE] after N tokens, no finish")
+    p.add_argument("--endless", action="store_true", help="stream tokens past max_tokens, forever")
     p.add_argument("--no-usage", action="store_true", help="never send a usage chunk")
     p.add_argument("--usage-extra", type=int, default=0, help="over-report completion_tokens")
     p.add_argument("--device-peak", type=int, default=None, help="/v1/memory device peak")
@@ -172,7 +173,7 @@ class Scripted:
         self.counters["prefill"] += 1
         await asyncio.sleep(max(0.0, self.o.ttft_ms / 1e3 - (time.perf_counter() - arrived)))
         max_tokens = int(body.get("max_tokens", 16))
-        for i in range(max_tokens):
+        for i in range(10**9 if self.o.endless else max_tokens):
             if i:
                 await asyncio.sleep(self.o.itl_ms / 1e3)
             self.counters["decode"] += 1

@@ -100,21 +100,25 @@ class LoadDriver:
         with fresh prompts (`prompts` holds them all), each when the previous one has ended."""
         offsets = arrival_offsets(phase)
         slots = asyncio.Semaphore(phase.clients)
+        phase_end = self.now() + phase.phase_timeout_s
 
         async def one(i: int, start: float) -> RequestRecord:
             rec = RequestRecord(phase.name, i, prompts[i].tokens, phase.max_tokens)
             if offsets is not None:
                 due = start + offsets[i % len(offsets)]
-                await self._sleep_until(due)
+                await self._sleep_until(min(due, phase_end))
                 rec.arrival = due
             async with slots:
-                if self.stop.is_set():
+                left = phase_end - self.now()
+                if self.stop.is_set() or left <= 0:
                     rec.arrival = rec.send = rec.end = self.now()
-                    rec.error = "not sent: the server was gone"
+                    rec.error = "not sent: " + (
+                        "the server was gone" if self.stop.is_set() else phase_deadline(phase)
+                    )
                 else:
                     if offsets is None:
                         rec.arrival = self.now()
-                    await self.request(phase, prompts[i].text, rec)
+                    await self.request(phase, prompts[i].text, rec, left)
             on_done(rec)
             return rec
 
@@ -131,18 +135,29 @@ class LoadDriver:
             with suppress(TimeoutError):
                 await asyncio.wait_for(self.stop.wait(), delay)
 
-    async def request(self, phase: Phase, prompt: str, rec: RequestRecord) -> None:
-        """Stream one request into `rec`; any failure is recorded on it, never raised."""
+    async def request(
+        self, phase: Phase, prompt: str, rec: RequestRecord, left_s: float = float("inf")
+    ) -> None:
+        """Stream one request into `rec`, within its deadline and what is left of the phase's;
+        any failure is recorded on it, never raised."""
         path, body = request_body(phase, self.model, prompt)
         rec.send = self.now()
+        deadline = min(phase.request_deadline_s, left_s)
         try:
-            async with self.session.post(self.base + path, json=body) as resp:
-                rec.status = resp.status
-                if resp.status != 200:
-                    rec.error = _error_text(await resp.text())
-                else:
-                    await self._read_stream(resp, rec)
-        except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
+            async with asyncio.timeout(deadline):
+                async with self.session.post(self.base + path, json=body) as resp:
+                    rec.status = resp.status
+                    if resp.status != 200:
+                        rec.error = _error_text(await resp.text())
+                    else:
+                        await self._read_stream(resp, rec)
+        except TimeoutError:
+            rec.error = (
+                request_deadline(phase)
+                if deadline == phase.request_deadline_s
+                else phase_deadline(phase)
+            )
+        except (aiohttp.ClientError, OSError, ValueError) as exc:
             rec.error = f"{type(exc).__name__}: {exc}"[:500]
         rec.end = self.now()
 
@@ -177,11 +192,26 @@ class LoadDriver:
                         rec.itl_s.append(now - last)
                     last = now
                     rec.client_tokens += 1
+                    if rec.client_tokens > rec.max_tokens:  # each chunk holds >= 1 token
+                        rec.error = f"{OVER_LONG}: more than max_tokens ({rec.max_tokens}) chunks"
+                        return
                 rec.finish_reason = choice.get("finish_reason") or rec.finish_reason
         if rec.finish_reason is None:  # every complete OpenAI stream ends with one
             rec.error = "stream cut off: no finish_reason" + ("" if done else " and no [DONE]")
         elif rec.finish_reason in FAILED_FINISH:
             rec.error = f"stream ended with finish_reason {rec.finish_reason!r}"
+
+
+OVER_LONG = "stream too long"
+DEADLINE = "deadline"
+
+
+def request_deadline(phase: Phase) -> str:
+    return f"request {DEADLINE} ({phase.request_deadline_s:g} s) passed before the stream finished"
+
+
+def phase_deadline(phase: Phase) -> str:
+    return f"phase {DEADLINE} ({phase.phase_timeout_s:g} s) passed"
 
 
 def _event(data: bytes) -> dict:

@@ -3,6 +3,7 @@ served requests and showed the counter movements its suite expects."""
 
 from __future__ import annotations
 
+from harness.load.load import DEADLINE, OVER_LONG
 from harness.load.phase import PhaseResult
 
 
@@ -13,7 +14,8 @@ def judge(
     max_error_rate: dict[str, float] | None = None,
 ) -> tuple[bool, list[str]]:
     """Return (valid, reasons); each reason is one line a person can act on. A phase may
-    lose up to its suite's `max_error_rate` of requests (default half) and stay valid."""
+    lose up to its suite's `max_error_rate` of requests (default half) and stay valid, but not
+    one to a deadline or to a stream longer than its max_tokens."""
     reasons = []
     if exit_code is not None:
         where = f" during phase {phases[-1].name!r}" if phases else ""
@@ -23,6 +25,9 @@ def judge(
     if not phases and not reasons:
         reasons.append("no phase ran")
     for phase in phases:
+        broken = [r for r in phase.records if DEADLINE in r.error or OVER_LONG in r.error]
+        if broken:  # a server that never finishes or never stops is not measured, at any rate
+            reasons.append(f"phase {phase.name!r}: {len(broken)} request(s): {broken[0].error}")
         failed = [r for r in phase.records if not r.ok]
         allowed = (max_error_rate or {}).get(phase.name, 0.5)
         if phase.records and len(failed) > allowed * len(phase.records):

@@ -15,7 +15,7 @@ PHASE = {
     "name": str, "arrival": str, "clients": int, "requests": int, "rate": NUMBER, "seed": int,
     "prompt_tokens": (int, TABLE), "prefix_tokens": int, "max_tokens": int, "ignore_eos": bool,
     "temperature": NUMBER, "endpoint": str, "expect": TABLE, "max_error_rate": NUMBER,
-    "bursts": int,
+    "bursts": int, "request_timeout_s": NUMBER, "phase_timeout_s": NUMBER,
 }  # fmt: skip
 DIST = {"dist": str, "min": int, "max": int, "mean": NUMBER, "std": NUMBER, "choices": ARRAY}
 TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false",

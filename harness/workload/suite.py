@@ -73,6 +73,8 @@ class Phase:
     expect: tuple[ExpectRule, ...] = ()
     max_error_rate: float = 0.5  # more failed requests than this fraction: the run is invalid
     bursts: int = 1  # burst arrival: this many bursts of `requests`, each after the last ended
+    request_timeout_s: float | None = None  # one request, send to finish; None: request_deadline
+    phase_timeout_s: float = 900.0  # the whole phase; requests still out then are errors
 
     def __post_init__(self) -> None:
         where = f"phase {self.name!r}"
@@ -88,6 +90,10 @@ class Phase:
             raise SuiteError(f'{where}: arrival = "rate" needs a finite rate > 0 (requests/s)')
         if not (_finite(self.temperature) and self.temperature >= 0):
             raise SuiteError(f"{where}: temperature must be a finite number >= 0")
+        for key in ("request_timeout_s", "phase_timeout_s"):
+            value = getattr(self, key)
+            if value is not None and not (_finite(value) and value > 0):
+                raise SuiteError(f"{where}: {key} must be a finite number of seconds > 0")
         if self.bursts > 1 and self.arrival != "burst":
             raise SuiteError(f'{where}: bursts is only meaningful with arrival = "burst"')
         if self.arrival != "rate" and self.rate is not None:
@@ -97,6 +103,12 @@ class Phase:
             raise SuiteError(f"{where}: max_error_rate must be a fraction from 0 to 1")
         if not 0 <= self.prefix_tokens < max(self.prompt_tokens.floor, 1):
             raise SuiteError(f"{where}: prefix_tokens must be >= 0 and below every prompt length")
+
+    @property
+    def request_deadline_s(self) -> float:
+        """How long one request may take, send to finish: the suite's, else 120 s plus 1 s per
+        output token (a CPU serving SmolLM2 takes a few seconds; a stuck server, forever)."""
+        return self.request_timeout_s or 120.0 + 1.0 * self.max_tokens
 
     @property
     def total_requests(self) -> int:

@@ -1,0 +1,56 @@
+"""Deadlines: a server that streams past max_tokens, never sends a first token, or is too slow
+for the phase ends the run INVALID (exit 2) in bounded time, naming what ran out, with no
+process of it left behind."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+from harness_helpers import scripted, unique_marker, wait_no_survivors
+
+DEADLINE_SUITE = """
+model = "{model}"
+[[phase]]
+name = "load"
+clients = 2
+requests = 4
+prompt_tokens = 8
+max_tokens = 4
+request_timeout_s = {request}
+phase_timeout_s = {phase}
+"""
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(
+    ("server", "request_s", "phase_s", "said"),
+    [
+        ("--endless --itl-ms 5", 30, 60, "stream too long: more than max_tokens (4) chunks"),
+        ("--endless --itl-ms 5 --no-usage --finish stop", 30, 60, "stream too long"),
+        ("--ttft-ms 300000", 3, 60, "request deadline (3 s) passed before the stream finished"),
+        ("--ttft-ms 2500", 30, 4, "phase deadline (4 s) passed"),
+    ],
+    ids=["endless", "endless-bare", "first-token-after-minutes", "slow-phase"],
+)
+def test_servers_that_never_finish_end_the_run_invalid_in_bounded_time(
+    tmp_path, server, request_s, phase_s, said
+):
+    marker = unique_marker()
+    suite = tmp_path / "s.toml"
+    suite.write_text(DEADLINE_SUITE.format(model=marker, request=request_s, phase=phase_s))
+    started = time.monotonic()
+    r = subprocess.run(
+        [sys.executable, "-m", "harness", "run", "--quiet", "--suite", str(suite), "--out",
+         str(tmp_path / "run.json"), "--serve-cmd", scripted(server, model=marker)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    took = time.monotonic() - started
+    assert r.returncode == 2, r.stdout + r.stderr
+    run = json.loads((tmp_path / "run.json").read_text())["runs"][0]
+    assert not run["valid"] and any(said in why for why in run["invalid_reasons"]), run
+    assert took < 2 * (request_s + phase_s) + 30, took
+    assert not wait_no_survivors(marker)
