@@ -18,6 +18,10 @@ METRICS = web.AppKey("metrics", EngineMetrics)
 OPEN_PATHS = ("/health", "/metrics")  # probes and scrapes; every other endpoint does work
 
 
+class ClientGone(Exception):
+    """The client hung up before its request body arrived: nobody to answer, nothing to fix."""
+
+
 def _count(request: web.Request, status: int) -> None:
     outcome = "client_error" if status < 500 else "rejected" if status == 503 else "error"
     request.app[METRICS].requests.labels(outcome).inc()
@@ -31,6 +35,10 @@ async def errors(request: web.Request, handler):
     except ApiError as e:
         _count(request, e.status)
         return error_response(e)
+    except ClientGone:
+        log.info("client left before its request body of %s arrived", request.path)
+        request.app[METRICS].requests.labels("cancelled").inc()
+        return web.Response(status=400)  # written to nobody
     except web.HTTPException as e:
         if e.status < 400:
             raise
@@ -84,13 +92,24 @@ async def expect_continue(request: web.Request) -> web.StreamResponse | None:
 
 
 async def read_json(request: web.Request) -> object:
-    """The body as JSON: 413 when declared too large, 408 when it does not arrive in time."""
+    """The body as JSON: 413 when declared too large, 408 when it does not arrive in time, 415
+    when it is compressed (the body limit holds for what is sent, and a server that decoded it
+    would have to bound what it inflates to as well)."""
     if (e := _too_large(request)) is not None:
         raise e
+    encoding = request.headers.get("Content-Encoding", "").strip().lower()
+    if encoding not in ("", "identity"):
+        raise ApiError(
+            415,
+            f"Content-Encoding {encoding!r} is not supported: send the body uncompressed",
+            code="unsupported_content_encoding",
+        )
     try:
         raw = await asyncio.wait_for(request.read(), request.app[CONFIG].read_timeout)
     except TimeoutError:
         raise ApiError(408, "the request body did not arrive in time", code="timeout") from None
+    except ConnectionResetError:
+        raise ClientGone from None
     try:
         return json.loads(raw)
     except RecursionError:

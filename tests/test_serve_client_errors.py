@@ -1,6 +1,7 @@
 """Client mistakes answer 4xx in the OpenAI shape and count as client_error; auth and binding."""
 
 import asyncio
+import gzip
 import json
 import socket
 import subprocess
@@ -167,3 +168,32 @@ def test_client_disconnects_log_one_quiet_line(engine_factory):
     assert m['engine_requests_total{outcome="cancelled"}'] == 3, m
     log = eng.log.read_text()
     assert "Traceback" not in log and "ERROR" not in log
+
+
+def test_a_compressed_body_is_415_and_a_client_leaving_mid_body_is_cancelled(engine_factory):
+    eng = engine_factory()
+    body = json.dumps({"prompt": "hi", "max_tokens": 2}).encode()
+    for data in (gzip.compress(body), b"\x1f\x8b not gzip at all"):
+        req = urllib.request.Request(
+            eng.url + COMPLETIONS,
+            data=data,
+            headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
+        )
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(req, timeout=30)
+        answer = json.loads(caught.value.read())
+        assert (
+            caught.value.code == 415 and answer["error"]["code"] == "unsupported_content_encoding"
+        )
+    with socket.create_connection(("127.0.0.1", eng.port)) as s:  # says 1000 bytes, sends 20
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                  b"\r\nContent-Length: 1000\r\n\r\n" + body[:20])  # fmt: skip
+        time.sleep(0.3)
+    deadline = time.monotonic() + 10
+    while metrics(eng.url)['engine_requests_total{outcome="cancelled"}'] < 1:
+        assert time.monotonic() < deadline, "the client that left was never counted"
+        time.sleep(0.1)
+    assert post(eng.url + COMPLETIONS, body.decode())[0] == 200  # the engine serves on
+    m = metrics(eng.url)
+    assert m['engine_requests_total{outcome="error"}'] == 0
+    assert m['engine_requests_total{outcome="client_error"}'] == 2
