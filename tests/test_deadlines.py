@@ -54,3 +54,29 @@ def test_servers_that_never_finish_end_the_run_invalid_in_bounded_time(
     assert not run["valid"] and any(said in why for why in run["invalid_reasons"]), run
     assert took < 2 * (request_s + phase_s) + 30, took
     assert not wait_no_survivors(marker)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("verb", ["ab", "sweep"])
+def test_ab_and_sweep_against_an_endless_server_end_invalid_in_bounded_time(tmp_path, verb):
+    marker = unique_marker()
+    suite = tmp_path / "s.toml"
+    suite.write_text(DEADLINE_SUITE.format(model=marker, request=2, phase=20))
+    endless = scripted("--endless --itl-ms 5 --ttft-ms 100000", model=marker)
+    arms = ["--base-cmd", endless, "--head-cmd", endless + " --tag b"]
+    extra = (
+        ["--rounds", "2", "--max-rounds", "2"]
+        if verb == "ab"
+        else ["--levels", "1", "--rounds", "1"]
+    )
+    started = time.monotonic()
+    r = subprocess.run(
+        [sys.executable, "-m", "harness", verb, "--quiet", "--suite", str(suite), *arms, *extra,
+         "--out-dir", str(tmp_path / "out")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "request deadline (2 s) passed" in r.stdout, r.stdout
+    assert time.monotonic() - started < 90
+    assert len(list((tmp_path / "out").glob("*.md"))) == 1
+    assert not wait_no_survivors(marker)
