@@ -41,7 +41,7 @@ def test_minimal_suite_gets_defaults(tmp_path):
     ("extra", "message"),
     [
         ('arrival = "poisson"', "arrival must be one of burst, concurrency, rate"),
-        ('arrival = "rate"', "needs rate > 0"),
+        ('arrival = "rate"', "needs a finite rate > 0"),
         ("rate = 3.0", "rate is only meaningful"),
         ("clients = 0", "clients must be a positive integer"),
         ("max_tokens = 1.5", "max_tokens must be an integer, got 1.5"),

@@ -5,7 +5,6 @@ built and started from it, this repository's reference engine included."""
 from __future__ import annotations
 
 import string
-import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -70,11 +69,7 @@ def find_project(root: Path) -> Project:
 
 def load_project(path: Path) -> Project:
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ProjectError(f"{path}: cannot read: {exc}") from None
-    try:
-        return parse_project(data, path)
+        return parse_project(schema.read_toml(path), path)
     except (ProjectError, schema.SchemaError) as exc:
         raise ProjectError(f"{path}: {exc}") from None
 

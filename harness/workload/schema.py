@@ -3,6 +3,9 @@ before anything is built from it, so a mistyped suite is one clear line, never a
 
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
+
 NUMBER = (int, float)
 TABLE = dict
 ARRAY = list
@@ -24,6 +27,20 @@ TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true
 
 class SchemaError(ValueError):
     """A key the table does not know, or a value of the wrong type; the message is one line."""
+
+
+def read_toml(path: Path) -> dict:
+    """A TOML file's tables; SchemaError (one line, naming the file) when it cannot be read."""
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise SchemaError(
+            f"{path}: not UTF-8 text (byte {exc.start}): TOML must be UTF-8"
+        ) from None
+    except OSError as exc:
+        raise SchemaError(f"{path}: cannot read: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SchemaError(f"{path}: not valid TOML: {exc}") from None
 
 
 def _is(value: object, kinds: type | tuple[type, ...]) -> bool:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 import random
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -158,13 +157,9 @@ def shipped() -> list[str]:
 def load_suite(name_or_path: str) -> Suite:
     path = resolve(name_or_path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise SuiteError(f"{path}: not UTF-8 text (byte {exc.start}): TOML must be UTF-8") from None
-    except OSError as exc:
-        raise SuiteError(f"{path}: cannot read: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise SuiteError(f"{path}: not valid TOML: {exc}") from None
+        data = schema.read_toml(path)
+    except schema.SchemaError as exc:
+        raise SuiteError(str(exc)) from None
     try:
         return parse_suite(data, path)
     except (SuiteError, schema.SchemaError) as exc:
