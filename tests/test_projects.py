@@ -94,7 +94,16 @@ def test_ab_bisect_and_sweep_on_another_projects_commits_each_built_once(project
     built = project.builds()
     assert set(built.values()) == {1}, built
     assert set(built) >= {harmless, fixed, culprit} and broken not in built  # it never finished
-    assert (cache / "worktrees").exists() and len(list(cache.rglob("*.failed"))) == 1
+    assert len(list(cache.rglob("*.build-*.failed"))) == 1
+    assert len(list(cache.rglob(f"{broken}.build-*.log"))) == 1
+
+    # another build command is another build: the cache is keyed by the command too
+    toml = project.path / "servegate.toml"
+    toml.write_text(toml.read_text().replace('build = "', 'build = "true && '))
+    r = project.harness("ab", "--base", fixed, "--head", culprit, *FAST, "--out-dir",
+                        str(tmp_path / "again"), cache=cache)  # fmt: skip
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert project.builds()[fixed] == 2 and project.builds()[culprit] == 2
 
 
 def test_head_worktree_with_an_uncommitted_change_is_compared_against_head(project, tmp_path):

@@ -68,13 +68,13 @@ def build(project: Project, co: Checkout, say: Callable[[str], None] = _stderr) 
             raise done
         return done
     stem.parent.mkdir(parents=True, exist_ok=True)
-    with stem.with_suffix(".lock").open("w") as lock:
+    with stem.with_name(stem.name + ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another harness building the same commit: wait for it
         return _build(co, command, stem, say, cache=True)
 
 
 def _build(co: Checkout, command: str, stem: Path, say, cache: bool = False) -> Build:
-    log, done, failed = (stem.with_suffix(s) for s in (".log", ".ok", ".failed"))
+    log, done, failed = (stem.with_name(stem.name + s) for s in (".log", ".ok", ".failed"))
     if cache and done.exists():
         return Build(command, log, 0.0, True)
     if cache and failed.exists():
