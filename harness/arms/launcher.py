@@ -22,6 +22,30 @@ import psutil
 from harness.arms.arms import Arm
 
 _LIVE: set[Launcher] = set()
+_LIVE_LOCK = threading.Lock()  # a launch and a stop_all() never interleave
+_closing = threading.Event()  # set by stop_all(): no new server may start
+
+
+@contextlib.contextmanager
+def signals_deferred():
+    """SIGINT and SIGTERM held back until the block ends, in the main thread (the only one a
+    signal interrupts): a server started but not yet recorded, or forgotten but not yet killed,
+    would outlive the harness. A signal that came meanwhile is raised again at the end."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    came: list[int] = []
+    old = {sig: signal.signal(sig, lambda n, f: came.append(n)) for sig in DEFERRED}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        for sig in came[:1]:
+            signal.raise_signal(sig)
+
+
+DEFERRED = (signal.SIGINT, signal.SIGTERM)
 
 
 class LaunchError(RuntimeError):
@@ -137,7 +161,9 @@ class Launcher:
         argv = self.arm.command(self.port)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         t0 = time.monotonic()
-        with self.log_path.open("wb") as log:
+        with self.log_path.open("wb") as log, signals_deferred(), _LIVE_LOCK:
+            if _closing.is_set():
+                raise LaunchError("not started: the harness is stopping")
             log.write(f"$ {' '.join(argv)}\n".encode())
             log.flush()
             try:
@@ -148,7 +174,7 @@ class Launcher:
                 )  # fmt: skip
             except OSError as exc:
                 raise LaunchError(f"cannot start server {argv[0]!r}: {exc.strerror}") from None
-        _LIVE.add(self)
+            _LIVE.add(self)
         base = f"http://127.0.0.1:{self.port}"
         try:
             path, health = wait_ready(
@@ -174,10 +200,15 @@ class Launcher:
 
     def stop(self) -> None:
         """TERM the whole group, wait `grace_s`, then KILL the group and every process seen."""
-        if self.proc is None:
-            return
-        proc, self.proc = self.proc, None
-        _LIVE.discard(self)
+        with signals_deferred():
+            self._stop()
+
+    def _stop(self) -> None:
+        with _LIVE_LOCK:
+            if self.proc is None:
+                return
+            proc, self.proc = self.proc, None
+            _LIVE.discard(self)
         try:
             tree = psutil.Process(proc.pid).children(recursive=True)
         except psutil.Error:
@@ -199,6 +230,15 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 
 @atexit.register
-def _stop_all() -> None:
-    for launcher in list(_LIVE):
+def stop_all() -> None:
+    """Stop every server this process started, and start no other until `reopen()`: what a
+    verb does when it is interrupted while other threads are still starting servers."""
+    _closing.set()
+    with _LIVE_LOCK:
+        live = list(_LIVE)
+    for launcher in live:
         launcher.stop()
+
+
+def reopen() -> None:
+    _closing.clear()

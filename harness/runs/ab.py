@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness.arms.launcher import LaunchError
+from harness.arms.launcher import LaunchError, reopen, stop_all
 from harness.files import write_atomic
 from harness.load.phase import Progress
 from harness.runs.plan import ArmPlan, commit_problem
@@ -106,13 +106,22 @@ class ABRunner:
         if len(names) < 2:
             return {}
         label = f"round {rnd}/{target} starting {' + '.join(names)} "
-        with self.progress(label), ThreadPoolExecutor(len(names)) as pool:
+        pool = ThreadPoolExecutor(len(names))
+        with self.progress(label):
             futures = {
                 n: pool.submit(
                     start_arm, self.plans[n].arm, self._log(rnd, n), self.ready_timeout_s
                 )
                 for n in names
             }
+            try:
+                wait(futures.values())
+            except BaseException:  # interrupted: no start still under way may outlive us
+                stop_all()  # kills what started; a start not yet launched is refused
+                pool.shutdown(wait=True)
+                reopen()
+                raise
+        pool.shutdown()
         return {n: _outcome(f) for n, f in futures.items()}
 
     def _log(self, rnd: int, name: str) -> Path:
