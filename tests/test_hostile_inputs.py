@@ -86,6 +86,7 @@ RATE = 'model = "m"\n[[phase]]\nname = "p"\narrival = "rate"\n'
         (["sweep", "--levels", "", "--serve-cmd", "x {port}"], "give at least one level"),
         (["sweep", "--slo", "ttft_p95_ms=-5", "--serve-cmd", "x {port}"], "finite and > 0"),
         (["sweep", "--slo", "ttft_p95_ms=nan", "--serve-cmd", "x {port}"], "finite and > 0"),
+        (["sweep", "--knee-gain", "nan", "--serve-cmd", "x {port}"], "finite fraction"),
     ],
 )  # fmt: skip
 def test_numeric_options_are_checked_before_anything_starts(tmp_path, args, needle):
@@ -104,6 +105,7 @@ def test_numeric_options_are_checked_before_anything_starts(tmp_path, args, need
         ('model = "m"\n[[phase]]\nname = "p"\nmax_error_rate = nan\n', "max_error_rate"),
         ('model = "m"\n[[phase]]\nname = "p"\n[gate]\nttft_p50_ms = inf\n', "gate.ttft_p50_ms"),
         ('model = "m"\n[[phase]]\nname = "p"\n[gate]\ntok_s = nan\n', "gate.tok_s"),
+        ('model = "m"\n[[phase]]\nname = "p"\n[gate]\nmemory_slack_mib = nan\n', "memory_slack"),
         ('model = "m"\n[[phase]]\nname = "p"\nprompt_tokens = {dist = "normal", mean = nan, '
          'std = 1, max = 9}\n', "mean and std must be finite"),
     ],

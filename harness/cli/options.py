@@ -16,22 +16,25 @@ from harness.runs.plan import ArmPlan, Context, Side, check_sides
 from harness.workload.suite import Suite
 
 
-class Seconds(click.ParamType):
-    """A finite number of seconds > 0 (click's FloatRange lets nan through)."""
+class Finite(click.ParamType):
+    """A finite number in (low, high] (click's FloatRange lets nan through)."""
 
-    name = "seconds"
+    name = "number"
+
+    def __init__(self, low: float, high: float, what: str) -> None:
+        self.low, self.high, self.what = low, high, what
 
     def convert(self, value, param, ctx):
         try:
-            seconds = float(value)
+            x = float(value)
         except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a number of seconds", param, ctx)
-        if not math.isfinite(seconds) or seconds <= 0:
-            self.fail(f"{value!r} must be a finite number of seconds > 0", param, ctx)
-        return seconds
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not (math.isfinite(x) and self.low < x <= self.high):
+            self.fail(f"{value!r} must be a finite {self.what}", param, ctx)
+        return x
 
 
-SECONDS = Seconds()
+SECONDS = Finite(0, math.inf, "number of seconds > 0")
 
 
 def check_rounds(rounds: int, max_rounds: int) -> None:

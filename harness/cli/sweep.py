@@ -15,6 +15,7 @@ from harness.arms.worktrees import RefError
 from harness.cli import signals
 from harness.cli.ab import InputError, input_error, one_line
 from harness.cli.options import (
+    Finite,
     api_key_option,
     arm_context,
     dry_run_option,
@@ -93,7 +94,7 @@ def _sides(one: Side, base_ref, head_ref, opts) -> dict[str, Side]:
 )
 @click.option(
     "--knee-gain",
-    type=click.FloatRange(0, 10, min_open=True),
+    type=Finite(0, 10, "fraction in (0, 10]"),
     default=KNEE_GAIN,
     show_default=True,
     help="A step up gaining less than this fraction of tok/s per doubling is flat.",

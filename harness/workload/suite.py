@@ -183,7 +183,7 @@ def parse_suite(data: dict, path: Path) -> Suite:
     gate = dict(schema.check_values(data.get("gate", {}), schema.NUMBER, "gate"))
     _no_unknown(gate, {*GATE_KEYS, SLACK_KEY}, "gate")
     slack = gate.pop(SLACK_KEY, DEFAULT_MEMORY_SLACK / 2**20)
-    if isinstance(slack, bool) or not isinstance(slack, int | float) or slack < 0:
+    if not _finite(slack) or slack < 0:
         raise SuiteError(f"gate.{SLACK_KEY} must be a number of MiB >= 0, got {slack!r}")
     for key, tol in gate.items():
         if isinstance(tol, bool) or not isinstance(tol, int | float) or not 0 <= tol < 10:
