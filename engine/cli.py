@@ -263,9 +263,6 @@ def serve(no_batch, no_prompt_cache, log_level, **flags):
         keepalive_timeout=config.read_timeout,  # aiohttp's timer also bounds header reads
         print=lambda msg: click.echo(f"engine: {msg}", err=True),
         access_log=None,
-        # a body the handler refused unread (415, 413) is not drained after the answer: the
-        # connection closes instead (draining would inflate a gzip body the engine refused)
-        lingering_time=0,
     )
     if app[ENGINE].load_error:
         raise click.ClickException(f"could not load the model: {app[ENGINE].load_error}")

@@ -34,7 +34,15 @@ async def errors(request: web.Request, handler):
         return await handler(request)
     except ApiError as e:
         _count(request, e.status)
-        return error_response(e)
+        if e.status != 415:
+            return error_response(e)
+        # a compressed body is refused unread: answer, then close rather than drain it (aiohttp
+        # would inflate it after the answer, and log a traceback when it is not valid gzip)
+        resp = error_response(e, {"Connection": "close"})
+        await resp.prepare(request)
+        await resp.write_eof()
+        request.protocol.force_close()
+        return resp
     except ClientGone:
         log.info("client left before its request body of %s arrived", request.path)
         request.app[METRICS].requests.labels("cancelled").inc()

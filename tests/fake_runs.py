@@ -90,6 +90,7 @@ def realistic_run(
             "marks": [[0.0, "startup"], [2.0, "warmup"], [4.0, "load"], [10.0, "cooldown"]],
         },
         "requests": requests,
+        "arm": {"kind": "project", "reports_commit": True},
         "server": {
             "commit": commit,
             "config": {"parallel": 4, "max_batch_prefill": 4, "max_batch_prefill_tokens": 4096},

@@ -2,6 +2,7 @@
 re-rendering from JSON, warnings, and the offline compare of two saved files."""
 
 import json
+import os
 import re
 
 import numpy as np
@@ -229,3 +230,24 @@ def test_a_result_without_any_run_renders_without_plots(tmp_path):
         rnd["base"] = rnd["head"] = rnd["null"] = None
     text = write_report(ab, tmp_path).read_text()
     assert "None: no run completed." in text and not list(tmp_path.glob("*.png"))
+
+
+def test_a_server_that_does_not_report_its_commit_is_not_held_to_one(tmp_path):
+    ab = ab_result(head_commit="ccc3333")
+    for rnd in ab["rounds"]:
+        for arm in ("base", "head", "null"):
+            rnd[arm]["arm"]["reports_commit"] = False
+    text = write_report(ab, tmp_path).read_text()
+    assert "was asked for commit" not in text
+
+
+def test_reports_are_readable_by_others_as_open_would_make_them(tmp_path):
+    report = write_report(ab_result(), tmp_path)
+    for path in (report, report.with_suffix(".json")):
+        assert path.stat().st_mode & 0o777 == 0o666 & ~current_umask()
+
+
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -75,6 +75,7 @@ class Arm:
             "cwd": str(self.cwd),
             "env": dict(self.env),
             "api_key": "set" if self.api_key else None,
+            "reports_commit": self.reports_commit,
         }
 
 
