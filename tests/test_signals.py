@@ -1,7 +1,7 @@
-"""SIGTERM (a CI runner cancelling a job) and SIGINT (Ctrl-C) at a random moment of `run`, `ab`,
-`sweep` and `bisect` against scripted servers: the shell's exit status for the signal (143,
-130), never 1; no server left in the process table; every measurement that had finished before
-the signal kept on disk."""
+"""SIGTERM (a CI runner cancelling a job), SIGINT (Ctrl-C) and SIGHUP (a closed terminal) at a
+random moment of `run`, `ab`, `sweep` and `bisect` against scripted servers: the shell's exit
+status for the signal (143, 130, 129), never 1; no server left in the process table; every
+measurement that had finished before the signal kept on disk."""
 
 from __future__ import annotations
 
@@ -97,8 +97,10 @@ def interrupt_at_random(verb: str, sig: int, tmp_path: Path, rng: random.Random)
         kept = json.loads((tmp_path / "results" / "run.json").read_text())
         assert kept["complete"] is False and kept["runs"]
         return
-    if verb == "bisect":  # each step's runs stay beside its logs
+    if verb == "bisect":  # each step's runs stay beside its logs; finished steps in a report
         assert all(p.exists() for p in before)
+        for md in (tmp_path / "results").glob("*-bisect-*.md"):
+            assert md.read_text().startswith("# interrupted after"), md.read_text()[:200]
         return
     (result,) = (tmp_path / "results").glob("*-sweep-*.json" if verb == "sweep" else "*.json")
     data = json.loads(result.read_text())
@@ -116,12 +118,17 @@ def test_a_signal_tears_down_and_keeps_what_finished(verb, sig, tmp_path):
     interrupt_at_random(verb, sig, tmp_path, random.Random(f"{verb}{sig}"))
 
 
+@pytest.mark.timeout(300)
+def test_a_closed_terminal_sighup_is_a_signal_like_the_others(tmp_path):
+    interrupt_at_random("ab", signal.SIGHUP, tmp_path, random.Random("hup"))
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 @pytest.mark.parametrize("verb", ["run", "ab", "sweep", "bisect"])
 def test_many_signals_at_random_moments(verb, tmp_path):
     rng = random.Random()
     for i in range(6):
-        sig = rng.choice([signal.SIGTERM, signal.SIGINT])
+        sig = rng.choice([signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
         (where := tmp_path / f"try{i}").mkdir()
         interrupt_at_random(verb, sig, where, rng)

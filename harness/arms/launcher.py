@@ -45,7 +45,7 @@ def signals_deferred():
             signal.raise_signal(sig)
 
 
-DEFERRED = (signal.SIGINT, signal.SIGTERM)
+DEFERRED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class LaunchError(RuntimeError):

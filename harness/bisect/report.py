@@ -65,6 +65,8 @@ def summary(outcome: BisectOutcome, suite: str, good: Commit, command: str) -> d
 
 
 def headline(data: dict) -> str:
+    if data.get("interrupted"):
+        return f"interrupted after {len(data['path'])} A/B(s): no first bad commit named yet"
     if data["culprit"]:
         return f"first bad commit: {data['culprit']['sha']} {data['culprit']['subject']}"
     shas = ", ".join(c["short"] for c in data["suspects"])

@@ -66,6 +66,8 @@ class Bisector:
     command: str = ""
     progress: Callable[[str], Progress] = lambda label: Progress()  # noqa: E731
     announce: Callable[[Step, list[str]], None] = lambda step, metrics: None  # noqa: E731
+    steps: list[Step] = field(default_factory=list, init=False)  # as measured so far
+    metrics: list[str] = field(default_factory=list, init=False)  # followed, once confirmed
 
     def measure(
         self, role: str, base: Commit, head: Commit, suite: Suite, more: MoreRounds
@@ -116,7 +118,9 @@ class Bisector:
         )
         if confirm.result is None:
             raise BisectError(f"bad {bad.short} cannot be measured: {confirm.reason}")
+        self.steps = steps = [confirm]
         metrics = followed_metrics(confirm.result["comparison"], asked)
+        self.metrics = metrics
         confirm.mark, confirm.reason = judge_step(confirm.result, metrics)
         self.announce(confirm, metrics)
         confirmed = {m["name"]: m for m in confirm.result["comparison"]["metrics"]}
@@ -126,7 +130,7 @@ class Bisector:
             return c.verdict != INVALID and marked == Mark.UNRESOLVED
 
         suite = self._gated(tuple(metrics))
-        steps, marks = [confirm], {len(commits) - 1: Mark.BAD}
+        marks = {len(commits) - 1: Mark.BAD}
         while (nxt := next_step(len(commits), marks)).test is not None:
             step = self.measure("step", good, commits[nxt.test], suite, unsettled)
             if step.result is not None:
@@ -144,6 +148,12 @@ class Bisector:
                 self._judge_final(out.final, metrics, confirmed)
                 self.announce(out.final, metrics)
         return out
+
+    def so_far(self, commits: list[Commit]) -> BisectOutcome | None:
+        """What an interrupted search had measured: no culprit, every finished step."""
+        if not self.steps:
+            return None
+        return BisectOutcome(self.metrics, commits, list(self.steps), [])
 
     @staticmethod
     def _judge_final(final: Step, metrics: list[str], confirmed: dict) -> None:

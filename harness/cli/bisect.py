@@ -177,10 +177,15 @@ def bisect(
         outcome = bisector.run(good, commits, tuple(metrics))
     except (BisectError, RefError, ArmError, SuiteError, ProjectError) as e:
         raise input_error(e) from None
-    except KeyboardInterrupt:  # each finished step is kept as it went (logs/.../comparison.json)
-        console.print(
-            f"interrupted: every server was stopped; the steps so far: {bisector.log_dir}"
-        )
+    except KeyboardInterrupt:
+        console.print("interrupted: every server was stopped")
+        if (partial := bisector.so_far(commits)) is not None:
+            data = summary(partial, suite.name, good, command) | {"interrupted": True}
+            try:
+                report = write_bisect_report(data, None, out_dir)
+                console.print(f"the steps so far: {report}", markup=False, highlight=False)
+            except Exception as exc:  # noqa: BLE001 - each step's runs stay beside its logs
+                console.print(f"error: report not written: {exc}", markup=False)
         sys.exit(signals.exit_code())
     data = summary(outcome, suite.name, good, command)
     report = write_bisect_report(data, outcome.final, out_dir)

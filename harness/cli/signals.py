@@ -1,6 +1,7 @@
-"""SIGTERM (what a CI runner sends to a cancelled or timed-out job) does what Ctrl-C does, in
-every verb: KeyboardInterrupt unwinds through each launcher's teardown and each verb keeps what
-it measured. The exit status is the shell's for the signal: 130 for SIGINT, 143 for SIGTERM."""
+"""SIGTERM (what a CI runner sends to a cancelled or timed-out job) and SIGHUP (a closed
+terminal) do what Ctrl-C does, in every verb: KeyboardInterrupt unwinds through each launcher's
+teardown and each verb keeps what it measured. The exit status is the shell's for the signal:
+130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ _received: list[int] = []
 
 
 def install() -> None:
-    signal.signal(signal.SIGTERM, _terminate)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _terminate)
 
 
 def exit_code() -> int:
