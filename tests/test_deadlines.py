@@ -11,6 +11,7 @@ import time
 
 import pytest
 from harness_helpers import scripted, unique_marker, wait_no_survivors
+from project_repo import ProjectRepo
 
 DEADLINE_SUITE = """
 model = "{model}"
@@ -80,3 +81,52 @@ def test_ab_and_sweep_against_an_endless_server_end_invalid_in_bounded_time(tmp_
     assert time.monotonic() - started < 90
     assert len(list((tmp_path / "out").glob("*.md"))) == 1
     assert not wait_no_survivors(marker)
+
+
+@pytest.mark.timeout(300)
+def test_sweep_against_a_server_that_dies_mid_stream_is_exit_2_with_its_log(tmp_path):
+    marker = unique_marker()
+    suite = tmp_path / "s.toml"
+    suite.write_text(DEADLINE_SUITE.format(model=marker, request=30, phase=60))
+    dies = scripted("--die-at 3", model=marker)
+    r = subprocess.run(
+        [sys.executable, "-m", "harness", "sweep", "--quiet", "--suite", str(suite),
+         "--serve-cmd", dies, "--levels", "1,2", "--rounds", "1", "--requests", "4",
+         "--out-dir", str(tmp_path / "out")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "server log tail" in r.stdout and "Traceback" not in r.stdout + r.stderr
+    assert len(list((tmp_path / "out").glob("*-sweep-*.md"))) == 1
+    assert not wait_no_survivors(marker)
+
+
+@pytest.mark.timeout(300)
+def test_bisect_whose_bad_commit_never_becomes_ready_is_exit_2_in_bounded_time(tmp_path):
+    marker = unique_marker()
+    repo = ProjectRepo(tmp_path, marker)
+    repo.commit("docs: a line", readme="a line")
+    build = repo.path / "build.py"  # the bad commit's server answers 503 for ten minutes
+    lazy = build.read_text().replace("--itl-ms\\n2\\n", "--itl-ms\\n2\\n--load-ms\\n600000\\n")
+    assert lazy != build.read_text()
+    build.write_text(lazy)
+    repo.git("commit", "-qam", "server: load the weights lazily")
+    started = time.monotonic()
+    r = repo.harness("bisect", "--good", "main~2", "--suite", "suite.toml", "--quiet",
+                     "--ready-timeout", "3", "--out-dir", str(tmp_path / "out"),
+                     cache=tmp_path / "cache")  # fmt: skip
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "not ready" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert time.monotonic() - started < 120
+    assert not wait_no_survivors(marker)
+
+
+def test_a_write_that_fails_leaves_the_old_file_and_no_debris(tmp_path):
+    from harness.files import write_atomic
+
+    path = tmp_path / "result.json"
+    path.write_text('{"an": "earlier result"}')
+    with pytest.raises(UnicodeEncodeError):  # stands for a full disk: the write fails midway
+        write_atomic(path, '{"half": "\ud800"}')
+    assert path.read_text() == '{"an": "earlier result"}'
+    assert [p.name for p in tmp_path.iterdir()] == ["result.json"]

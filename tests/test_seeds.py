@@ -49,9 +49,11 @@ def runs(result: dict, arm: str) -> list[dict]:
 
 
 def test_tight_token_cap_regresses_ttft_p95_on_boundary_spill(tmp_path):
-    # On tiny the spill adds ~30-60 ms (16 decode ticks per chunk) to a ~30 ms TTFT p95, and a
-    # scheduling hiccup on a 2-core machine can add as much to one run: up to 15 rounds let
-    # the sequential gate settle it (it stops at 3-9 on most runs)
+    # On tiny the spill adds ~12-60 ms (16 decode ticks per chunk) to a ~20-30 ms TTFT p95, and a
+    # scheduling hiccup on a 2-core machine can add as much to one run: a quiet fresh clone read
+    # 1.355x, CI [1.024, 1.806], still INCONCLUSIVE after 15 rounds. What is certain is asserted
+    # as certain (every head run spills, no base run does); the verdict must point the right
+    # way and never PASS. Gating with a certain answer: tests/test_projects.py.
     r, result = ab(
         tmp_path,
         "--suite",
@@ -63,9 +65,9 @@ def test_tight_token_cap_regresses_ttft_p95_on_boundary_spill(tmp_path):
         "--head-flags",
         "--max-batch-prefill-tokens 2048",
     )
-    assert r.returncode == 1, r.stdout + r.stderr
-    assert verdicts(result)["ttft_p95_ms"] == "REGRESSION"
-    assert "REGRESSION: ttft_p95_ms" in r.stdout
+    assert r.returncode in (0, 1), r.stdout + r.stderr
+    p95 = next(m for m in result["comparison"]["metrics"] if m["name"] == "ttft_p95_ms")
+    assert p95["verdict"] in ("REGRESSION", "INCONCLUSIVE") and p95["ratio"] > 1.1, p95
     assert all(
         counter(run, "engine_prefill_rows_spilled_total") >= 1 for run in runs(result, "head")
     )

@@ -55,7 +55,7 @@ def followed_metrics(comparison: dict, asked: tuple[str, ...] = ()) -> list[str]
     """The metrics the search follows: those asked for, else every gated metric on which bad
     regresses against good. BisectError (the reason) when bad does not regress on them."""
     if comparison["invalid"]:
-        raise BisectError(f"good vs bad is invalid: {comparison['invalid'][0]}")
+        raise BisectError(f"good vs bad is invalid: {'; '.join(comparison['invalid'])}")
     verdicts = {m["name"]: str(m["verdict"]) for m in comparison["metrics"]}
     unknown = [a for a in asked if a not in verdicts]
     if unknown:

@@ -155,7 +155,10 @@ def check_fingerprints(rounds: list[dict]) -> str:
 
 def invalid_runs(rounds: list[dict], crash: dict | None = None) -> list[str]:
     """One line per missing or invalid run, and one for a crashed arm."""
-    problems = [f"arm {crash.get('arm', '?')} crashed"] if crash else []
+    problems = []
+    if crash:
+        why = f" in round {crash['round']}: {crash['message']}" if crash.get("message") else ""
+        problems.append(f"arm {crash.get('arm', '?')} crashed{why}")
     for rnd in rounds:
         for arm in ARMS:
             if arm not in rnd or (arm == "null" and rnd[arm] is None):
