@@ -107,11 +107,14 @@ def url_arm(model: str, url: str, pid: int | None, option: str = "--url", **kw) 
     return Arm("url", model, url=url.rstrip("/"), pid=pid, **kw)
 
 
-def project_arm(project: Project, co: Checkout, model: str, flags: str, **kw) -> Arm:
-    """A checkout of the project, started in its worktree as the project file says."""
+def project_arm(
+    project: Project, co: Checkout, model: str, flags: str, env: tuple = (), **kw
+) -> Arm:
+    """A checkout of the project, started in its worktree as the project file says (`env` is
+    added to the file's own)."""
     python = project.python.format(worktree=shlex.quote(str(co.path))) if project.python else ""
     arm = Arm(
-        "project", model, flags, project.serve, project.name, cwd=co.path, env=project.env,
+        "project", model, flags, project.serve, project.name, cwd=co.path, env=project.env + env,
         python=python, ready_path=project.ready_path, strict_counters=project.strict_counters,
         reports_commit=project.reports_commit, **kw,
     )  # fmt: skip

@@ -98,7 +98,7 @@ def default_refs(sides: dict[str, Side]) -> dict[str, Side]:
     }
 
 
-def flags_for(name: str, side: Side, ctx: Context, server: str) -> tuple[str, list[str]]:
+def flags_for(side: Side, ctx: Context, server: str) -> tuple[str, list[str]]:
     """The arm's flags and where each part came from (named as the user would find it)."""
     parts = []
     if ctx.flags is not None:
@@ -124,22 +124,22 @@ def plan_arm(name: str, side: Side, ctx: Context) -> ArmPlan:
     model = model or ctx.suite.model
     if side.url:
         arm = url_arm(model, side.url, side.pid, side.option("url"), api_key=ctx.api_key)
-        _flags_reach(arm, name, flags_for(name, side, ctx, "")[1])
+        _flags_reach(arm, name, flags_for(side, ctx, "")[1])
         desc = {"label": arm.url, "ref": None, "commit": None, "cmd": None}
         return ArmPlan(name, arm, desc | {"flags": [], "env": {}})
     if side.cmd:
         server = program(side.cmd)
-        flags, sources = flags_for(name, side, ctx, server)
-        arm = command_arm(model, "", side.cmd, side.option("cmd"), env=env, api_key=ctx.api_key)
-        arm = _flags_reach(_with(arm, flags=flags), name, sources)
+        flags, sources = flags_for(side, ctx, server)
+        arm = command_arm(model, flags, side.cmd, side.option("cmd"), env=env, api_key=ctx.api_key)
+        arm = _flags_reach(arm, name, sources)
         desc = {"label": server, "ref": None, "commit": None, "cmd": side.cmd}
         return ArmPlan(name, arm, desc | {"flags": flags.split(), "env": dict(env)})
     assert ctx.repo is not None and ctx.project is not None, "a git-ref arm needs its project"
     project = ctx.project.variant(ctx.isolated)
     co = checkout(ctx.repo, side.ref or WORKING_TREE)
-    flags, sources = flags_for(name, side, ctx, project.name)
-    arm = project_arm(project, co, model, "", api_key=ctx.api_key)
-    arm = _flags_reach(_with(arm, flags=flags, env=arm.env + env), name, sources)
+    flags, sources = flags_for(side, ctx, project.name)
+    arm = project_arm(project, co, model, flags, env, api_key=ctx.api_key)
+    arm = _flags_reach(arm, name, sources)
     if ctx.build:
         build(project, co)
     desc = {
@@ -149,12 +149,6 @@ def plan_arm(name: str, side: Side, ctx: Context) -> ArmPlan:
         "cmd": " ".join(arm.command(0)).replace("--port 0", "--port {port}"),
     }
     return ArmPlan(name, arm, desc | {"flags": flags.split(), "env": dict(env)}, co)
-
-
-def _with(arm: Arm, **changes) -> Arm:
-    changed = replace(arm, **changes)
-    changed.command(0)  # unbalanced quotes in the flags: an error now, not at launch
-    return changed
 
 
 def _tokens(cmd: str) -> list[str]:
