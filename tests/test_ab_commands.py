@@ -113,10 +113,11 @@ def test_command_arms_are_labelled_by_their_differing_tokens():
     assert plans["base"].desc["label"] == plans["head"].desc["label"] == "python default"
 
 
-def metric(ratio: float, lo: float, hi: float, verdict: str = "PASS") -> dict:
+def metric(ratio: float, lo: float, hi: float, verdict: str = "PASS", ev=None) -> dict:
+    ev_lo, ev_hi = ev or (lo, hi)  # the gate's own bounds: here as wide as the 95% CI
     return {"name": "ttft_p50_ms", "ratio": ratio, "ci_low": lo, "ci_high": hi, "tolerance": 0.1,
             "verdict": verdict, "method": "t", "base": [1.0], "head": [1.0], "note": "",
-            "mde": 1.01}  # fmt: skip
+            "mde": 1.01, "evidence_low": ev_lo, "evidence_high": ev_hi}  # fmt: skip
 
 
 def test_a_clear_change_inside_the_tolerance_is_said_on_the_pass_line():
@@ -128,6 +129,8 @@ def test_a_clear_change_inside_the_tolerance_is_said_on_the_pass_line():
     )
     assert clear_pass(metric(1.02, 0.99, 1.05)) is None  # the CI holds 1.0: no change shown
     assert clear_pass(metric(1.3, 1.2, 1.4, "REGRESSION")) is None
+    # the 95% CI excludes 1 but the gate's own bounds do not: a per-metric 5% claim, not said
+    assert clear_pass(metric(1.04, 1.01, 1.07, ev=(0.98, 1.10))) is None
     comparison = {"verdict": "PASS", "exit_code": 0, "invalid": [],
                   "metrics": [metric(1.076, 1.071, 1.080)]}  # fmt: skip
     assert "changed within tolerance: ttft_p50_ms +7.6% [7.1, 8.0], within 10%" in verdict_line(

@@ -3,6 +3,7 @@
 
 import json
 import math
+from dataclasses import asdict
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ from harness.stats.compare import (
     compare_rounds,
     needs_more_rounds,
 )
-from harness.stats.verdict import Verdict, ratio_verdict
+from harness.stats.verdict import Verdict, clear_change, ratio_verdict
 
 from fake_runs import make_rounds, make_run
 
@@ -241,3 +242,37 @@ def test_comparison_round_trips_through_json():
     c = gate(1.3, crash=None)
     back = Comparison.from_dict(json.loads(json.dumps(c.to_dict())))
     assert back == c
+
+
+def test_a_regression_stops_the_rounds_while_another_metric_is_still_undecided():
+    """Once one metric REGRESSED, later looks must not be taken: an added round could only
+    lose the regression (a later look spends its own alpha on a new interval)."""
+    rng = np.random.default_rng(3)
+    base_ttft, base_tok = lognormal(rng, 100, 0.02, ROUNDS), lognormal(rng, 50, 0.3, ROUNDS)
+    rounds = make_rounds({"base": base_ttft, "head": base_ttft * 1.5}, "ttft_p50_ms")
+    for rnd, b, h in zip(rounds, base_tok, lognormal(rng, 50, 0.3, ROUNDS), strict=True):
+        rnd["base"]["summary"]["tok_s"], rnd["head"]["summary"]["tok_s"] = float(b), float(h)
+    c = compare_rounds(rounds, {"ttft_p50_ms": 0.10, "tok_s": 0.10})
+    verdicts = {m.name: m.verdict for m in c.metrics}
+    assert verdicts == {"ttft_p50_ms": Verdict.REGRESSION, "tok_s": Verdict.INCONCLUSIVE}
+    assert c.verdict == "REGRESSION" and not needs_more_rounds(c)
+
+
+def test_changed_within_tolerance_is_rare_on_an_a_a():
+    """The 'changed within tolerance' line is held to the gate's own bounds: over many
+    simulated A/As of three metrics it shows up about as often as a false REGRESSION would
+    (a 95% CI excluding 1 shows on about one A/A in seven)."""
+    rng = np.random.default_rng(11)
+    tol = {"ttft_p50_ms": 0.15, "ttft_p95_ms": 0.20, "tok_s": 0.15}
+    gates, said, ci_only = 400, 0, 0
+    for _ in range(gates):
+        rounds = make_rounds({a: lognormal(rng, 100, 0.08, ROUNDS) for a in ("base", "head")},
+                             "ttft_p50_ms")  # fmt: skip
+        for rnd in rounds:
+            for arm, metric in [(a, k) for a in ("base", "head") for k in ("ttft_p95_ms", "tok_s")]:
+                rnd[arm]["summary"][metric] = float(lognormal(rng, 100, 0.08, 1)[0])
+        metrics = compare_rounds(rounds, tol).metrics
+        said += any(clear_change(asdict(m)) for m in metrics)
+        ci_only += any(m.ci_low > 1 or m.ci_high < 1 for m in metrics)
+    print(f"changed said on {said}/{gates} A/As; a 95% CI excluded 1 on {ci_only}")
+    assert said / gates <= 0.03 and ci_only / gates > 0.08

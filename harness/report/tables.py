@@ -4,6 +4,7 @@ that templates/report.md.j2 lays out."""
 from __future__ import annotations
 
 import json
+import math
 from statistics import median
 
 from harness.runs.machine import machine_identity
@@ -70,20 +71,46 @@ def verdict_line(comparison: dict) -> str:
     return line
 
 
+def centre(m: dict, arm: str) -> float | None:
+    """The value a metric row shows for an arm: the geometric mean over rounds for a ratio
+    metric (so head/base of the two is exactly the ratio beside them, exp(mean ln(head/base))),
+    the median for a memory peak (whose ratio is head/base of the medians)."""
+    xs = [v for v in m[arm] if v is not None]
+    if not xs:
+        return None
+    if m["method"] == "minmax" or min(xs) <= 0:
+        return median(xs)
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def fmt_change(x: float | None) -> str:
+    return "n/a" if x is None else f"{(x - 1) * 100:+.1f}%"
+
+
+def fmt_interval(m: dict, pct: bool = False) -> str:
+    """The 95% CI of the ratio, or for a memory peak the range of head/base over every pair of
+    runs (min/max rule): labelled, so it is never read as a confidence interval."""
+    lo, hi = m["ci_low"], m["ci_high"]
+    if lo is None or hi is None:
+        return "n/a"
+    cell = f"[{fmt_change(lo)}, {fmt_change(hi)}]" if pct else fmt_ci(lo, hi)
+    return f"range {cell}" if m["method"] == "minmax" else cell
+
+
 def metric_rows(comparison: dict) -> list[dict]:
     noise = {n["name"]: n for n in comparison.get("noise", [])}
     rows = []
     for m in comparison["metrics"]:
-        base = [v for v in m["base"] if v is not None]
-        head = [v for v in m["head"] if v is not None]
         n = noise.get(m["name"])
         rows.append(
             {
                 "name": m["name"],
-                "base": fmt_value(m["name"], median(base) if base else None),
-                "head": fmt_value(m["name"], median(head) if head else None),
+                "base": fmt_value(m["name"], centre(m, "base")),
+                "head": fmt_value(m["name"], centre(m, "head")),
                 "ratio": fmt_ratio(m["ratio"]),
-                "ci": fmt_ci(m["ci_low"], m["ci_high"]),
+                "change": fmt_change(m["ratio"]),
+                "ci": fmt_interval(m),
+                "ci_pct": fmt_interval(m, pct=True),
                 "tolerance": f"{m['tolerance'] * 100:g}%",
                 "verdict": (f"PASS: {c}" if (c := clear_change(m)) else m["verdict"])
                 + (f" ({m['note']})" if m["note"] else ""),

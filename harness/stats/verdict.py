@@ -74,12 +74,16 @@ def peak_verdict(base: list[float], head: list[float], tol: float, slack_bytes: 
 
 
 def clear_change(m: dict) -> str | None:
-    """For a PASS whose 95% CI excludes 1.0 (a real change, inside the tolerance), the change in
-    words: `+7.6% [7.1, 8.0], within 10%`; None for any other metric."""
+    """For a PASS the gate itself would call changed (its one-sided bounds at the look's alpha,
+    the ones a REGRESSION must clear, lie both on one side of 1): the change and its 95% CI in
+    words, `+7.6% [7.1, 8.0], within 10%`. None for any other metric. A 95% CI that merely
+    excludes 1 is a per-metric 5% claim: on an A/A of three metrics one shows up about once in
+    seven runs, so it is not said (docs/statistics.md, "Changed within tolerance")."""
     lo, hi, ratio = m.get("ci_low"), m.get("ci_high"), m.get("ratio")
+    ev_lo, ev_hi = m.get("evidence_low"), m.get("evidence_high")
     if str(m.get("verdict")) != Verdict.PASS or m.get("method") == "minmax":
         return None
-    if None in (lo, hi, ratio) or lo <= 1 <= hi:
+    if None in (lo, hi, ratio, ev_lo, ev_hi) or ev_lo <= 1 <= ev_hi:
         return None
     pct = [(x - 1) * 100 for x in (ratio, lo, hi)]
     return f"{pct[0]:+.1f}% [{pct[1]:.1f}, {pct[2]:.1f}], within {m['tolerance'] * 100:g}%"

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from harness.files import write_atomic
 from harness.report.report import slug, template_env, to_plain
-from harness.report.tables import fmt_ci, fmt_ratio, fmt_value
+from harness.report.tables import centre, fmt_interval, fmt_ratio, fmt_value
 from harness.runs.plan import ArmPlan
 from harness.stats.compare import EXIT_MEANING
 from harness.sweep.plots import plot_latency_throughput, plot_throughput, plot_ttft
@@ -130,8 +130,7 @@ def verdict_rows(result: dict) -> list[dict]:
     rows = []
     for name, comp in result["judgement"].get("levels", {}).items():
         for m in comp["metrics"]:
-            med = {a: sorted(v for v in m[a] if v is not None) for a in ("base", "head")}
-            mid = {a: fmt_value(m["name"], v[len(v) // 2]) if v else "n/a" for a, v in med.items()}
+            mid = {a: fmt_value(m["name"], centre(m, a)) for a in ("base", "head")}
             rows.append(
                 {
                     "level": name,
@@ -139,7 +138,7 @@ def verdict_rows(result: dict) -> list[dict]:
                     "base": mid["base"],
                     "head": mid["head"],
                     "ratio": fmt_ratio(m["ratio"]),
-                    "ci": fmt_ci(m["ci_low"], m["ci_high"]),
+                    "ci": fmt_interval(m),
                     "tol": f"{m['tolerance']:.0%}",
                     "verdict": m["verdict"],
                 }
