@@ -3,8 +3,8 @@ Exit codes: 0 pass, 1 regression, 2 invalid run, infrastructure failure or serve
 
 from __future__ import annotations
 
-import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from statistics import median
 from typing import NoReturn
@@ -22,15 +22,17 @@ from harness.cli.options import (
     arm_context,
     check_rounds,
     dry_run_option,
+    harness_command,
     print_plan,
     report_options,
     side_options,
     sides_from,
 )
-from harness.cli.outputs import OutputError, writable_dir
+from harness.cli.outputs import OutputError, writable_dir, writable_file
 from harness.report.display import LiveProgress
-from harness.report.report import write_report
+from harness.report.report import to_plain, write_report
 from harness.report.saved import compare_saved, load_result
+from harness.report.summary import ab_summary, append_summary, summary_targets
 from harness.runs.ab import ABRunner, ab_result
 from harness.runs.plan import default_refs, label_arms, plan_arm, unsampled_memory
 from harness.stats.compare import EXIT_MEANING, ComparisonError
@@ -112,9 +114,9 @@ def print_verdict(console: Console, ab: dict) -> None:
     )
 
 
-def finish(result: dict, out_dir: Path) -> NoReturn:
-    """Print the verdict first, then write the report. The exit code is the verdict's whatever
-    happens to the report: a report that fails is one `error:` line on stderr, nothing more."""
+def finish(result: dict, out_dir: Path, summary_file: Path | None = None) -> NoReturn:
+    """Print the verdict first, then write the report and the summary. The exit code is the
+    verdict's whatever happens to them: one that fails is one `error:` line on stderr."""
     comp = result["comparison"]
     try:
         print_verdict(Console(width=120), result)
@@ -123,13 +125,27 @@ def finish(result: dict, out_dir: Path) -> NoReturn:
         click.echo(
             f"error: verdict table not printed: {type(exc).__name__}: {one_line(exc)}", err=True
         )
+    report = None
     try:
         report = write_report(result, out_dir)
     except Exception as exc:  # noqa: BLE001 - no report bug may change the gate's answer
         click.echo(f"error: report not written: {type(exc).__name__}: {one_line(exc)}", err=True)
     else:
         click.echo(f"report: {report}")
+    write_summary(lambda: ab_summary(to_plain(result), report and str(report)), summary_file)
     sys.exit(comp["exit_code"])
+
+
+def write_summary(render: Callable[[], str], summary_file: Path | None) -> None:
+    """The pull request's summary, where one is wanted; nothing it does changes a verdict."""
+    if not (targets := summary_targets(summary_file)):
+        return
+    try:
+        errors = append_summary(render(), targets)
+    except Exception as exc:  # noqa: BLE001 - a summary bug must not change the exit code
+        errors = [f"summary not written: {type(exc).__name__}: {one_line(exc)}"]
+    for line in errors:
+        click.echo(f"error: {line}", err=True)
 
 
 @click.command()
@@ -200,6 +216,7 @@ def ab(
     out_dir,
     ready_timeout,
     quiet,
+    summary_file,
     **side_opts,
 ):
     """A/B two builds or two configurations under the same load and gate on the result.
@@ -225,6 +242,8 @@ def ab(
         sides = default_refs(sides_from(side_opts, base_ref, head_ref))
         suite = load_suite(suite_name)
         writable_dir(out_dir)
+        if summary_file:
+            writable_file(summary_file)
         stamp_dir = writable_dir(out_dir / "logs" / suite.name)
         ctx = arm_context(sides, suite, model, flags, isolated, api_key, not dry_run)
         plans = {n: plan_arm(n, s, ctx) for n, s in sides.items()}
@@ -247,7 +266,7 @@ def ab(
         progress=lambda label: LiveProgress(console, label, disabled=quiet),
         notes=notes,
     )
-    command = "harness " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    command = harness_command()
     try:
         outcome = runner.run()
     except KeyboardInterrupt:
@@ -261,7 +280,7 @@ def ab(
             else:
                 console.print(f"the runs so far: {report.with_suffix('.json')}", highlight=False)
         sys.exit(signals.exit_code())
-    finish(ab_result(suite, plans, outcome, command), out_dir)
+    finish(ab_result(suite, plans, outcome, command), out_dir, summary_file)
 
 
 @click.command()

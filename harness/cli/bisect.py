@@ -4,7 +4,6 @@ the way, bad input)."""
 
 from __future__ import annotations
 
-import shlex
 import sys
 from pathlib import Path
 
@@ -20,9 +19,17 @@ from harness.bisect.history import commit_info, first_parent_commits
 from harness.bisect.report import headline, step_row, summary, write_bisect_report
 from harness.bisect.run import Bisector, Step
 from harness.cli import signals
-from harness.cli.ab import EXIT_INVALID, InputError, input_error
-from harness.cli.options import api_key_option, check_rounds, dry_run_option, report_options
+from harness.cli.ab import EXIT_INVALID, InputError, input_error, one_line, write_summary
+from harness.cli.options import (
+    api_key_option,
+    check_rounds,
+    dry_run_option,
+    harness_command,
+    report_options,
+)
+from harness.cli.outputs import OutputError, writable_file
 from harness.report.display import LiveProgress
+from harness.report.summary import bisect_summary
 from harness.runs.plan import Context
 from harness.workload.suite import SuiteError, load_suite
 
@@ -115,6 +122,7 @@ def bisect(
     out_dir,
     ready_timeout,
     quiet,
+    summary_file,
 ):
     """Name the commit that introduced a regression (binary search, one A/B per step).
 
@@ -140,7 +148,9 @@ def bisect(
         good = commit_info(repo, good_ref)
         project = find_project(repo)
         project.variant(isolated)  # no [server.isolated] for --isolated: said now
-    except (SuiteError, RefError, ProjectError) as e:
+        if summary_file:
+            writable_file(summary_file)
+    except (SuiteError, RefError, ProjectError, OutputError) as e:
         raise input_error(e) from None
     if unknown := [m for m in metrics if m not in suite.gate]:
         gated = ", ".join(suite.gate)
@@ -150,7 +160,7 @@ def bisect(
         for c in commits:
             click.echo(f"{'bad' if c is commits[-1] else 'candidate'}: {c.sha} {c.subject}")
         return
-    command = "harness " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    command = harness_command()
 
     def announce(step: Step, followed: list[str]) -> None:
         row = step_row(step, followed)
@@ -188,9 +198,15 @@ def bisect(
                 console.print(f"error: report not written: {exc}", markup=False)
         sys.exit(signals.exit_code())
     data = summary(outcome, suite.name, good, command)
-    report = write_bisect_report(data, outcome.final, out_dir)
     out = Console(width=140)
     print_path(out, data)
     out.print(headline(data), markup=False, highlight=False)
-    out.print(f"report: {report}", markup=False, highlight=False)
+    report = None
+    try:
+        report = write_bisect_report(data, outcome.final, out_dir)
+    except Exception as exc:  # noqa: BLE001 - no report bug may change the answer
+        click.echo(f"error: report not written: {type(exc).__name__}: {one_line(exc)}", err=True)
+    else:
+        out.print(f"report: {report}", markup=False, highlight=False)
+    write_summary(lambda: bisect_summary(data, report and str(report)), summary_file)
     sys.exit(0 if outcome.culprit else EXIT_INVALID)

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import math
+import shlex
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -63,10 +65,34 @@ def report_options(command: Callable) -> Callable:
                 help="Seconds to wait for each cold server to answer /health.",
             ),
             click.option("--quiet", is_flag=True, help="No live progress display."),
+            click.option(
+                "--summary",
+                "summary_file",
+                type=click.Path(dir_okay=False, path_type=Path),
+                default=None,
+                metavar="FILE",
+                help="Append a short Markdown summary (the verdict first, for a pull request) "
+                "to FILE; it also goes to $GITHUB_STEP_SUMMARY when that is set.",
+            ),
         )
     ):
         command = option(command)
     return command
+
+
+def harness_command(argv: list[str] | None = None) -> str:
+    """This invocation as a shell line, for a report's Reproduce section: absolute paths
+    inside the current folder are made relative, so the line works in any clone."""
+    cwd = Path.cwd()
+
+    def rel(arg: str) -> str:
+        key, eq, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)
+        path = Path(value)
+        if path.is_absolute() and path.is_relative_to(cwd):
+            value = str(path.relative_to(cwd)) or "."
+        return f"{key}{eq}{value}"
+
+    return "harness " + " ".join(shlex.quote(rel(a)) for a in (argv or sys.argv[1:]))
 
 
 def api_key_option(command: Callable) -> Callable:

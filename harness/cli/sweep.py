@@ -3,7 +3,6 @@ level. Exit codes: 0 pass, 1 regression at some level, 2 invalid run, crash or b
 
 from __future__ import annotations
 
-import shlex
 import sys
 
 import click
@@ -13,18 +12,21 @@ from harness.arms.arms import ArmError
 from harness.arms.project import ProjectError
 from harness.arms.worktrees import RefError
 from harness.cli import signals
-from harness.cli.ab import InputError, input_error, one_line
+from harness.cli.ab import InputError, input_error, one_line, write_summary
 from harness.cli.options import (
     Finite,
     api_key_option,
     arm_context,
     dry_run_option,
+    harness_command,
     print_plan,
     report_options,
     side_options,
     sides_from,
 )
+from harness.cli.outputs import OutputError, writable_file
 from harness.report.display import LiveProgress
+from harness.report.summary import sweep_summary
 from harness.runs.plan import Side, default_refs, label_arms, plan_arm, unsampled_memory
 from harness.stats.compare import ComparisonError
 from harness.sweep.knee import KNEE_GAIN, SloError, parse_slos
@@ -146,6 +148,7 @@ def sweep(
     out_dir,
     ready_timeout,
     quiet,
+    summary_file,
     **side_opts,
 ):
     """Load curves: run the suite's request shape at each level, find the knee and goodput;
@@ -174,12 +177,14 @@ def sweep(
         one = Side(ref, "", env, serve_cmd, url, pid)
         sides = _sides(one, base_ref, head_ref, side_opts)
         suite = load_suite(suite_name)
+        if summary_file:
+            writable_file(summary_file)
         ctx = arm_context(sides, suite, model, flags, isolated, api_key, not dry_run)
         plans = {n: plan_arm(n, s, ctx) for n, s in sides.items()}
         if len(plans) == 2:
             label_arms(plans, sides)
         suite = unsampled_memory(suite, plans)[0]
-    except (SuiteError, ArmError, RefError, ProjectError, SweepError, SloError) as e:
+    except (SuiteError, ArmError, RefError, ProjectError, SweepError, SloError, OutputError) as e:
         raise input_error(e) from None
     if dry_run:
         print_plan(plans)
@@ -220,7 +225,7 @@ def sweep(
     if interrupted:
         verdict |= {"verdict": "INVALID", "exit_code": 2}
         verdict["invalid"] = ["interrupted before the last round", *verdict.get("invalid", [])]
-    command = "harness " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    command = harness_command()
     result = sweep_result(plan, plans, rounds, raw, by_level, verdict, command)
     report = None
     try:
@@ -228,4 +233,5 @@ def sweep(
     except Exception as exc:  # noqa: BLE001 - no report bug may change the gate's answer
         click.echo(f"error: report not written: {type(exc).__name__}: {one_line(exc)}", err=True)
     print_sweep(Console(width=120), result, report)
+    write_summary(lambda: sweep_summary(result, report and str(report)), summary_file)
     sys.exit(signals.exit_code() if interrupted else verdict["exit_code"])

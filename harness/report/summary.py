@@ -1,0 +1,141 @@
+"""The short Markdown a pull request shows: the verdict in the first line, one table, the exact
+command to reproduce it and where the full report is. Written to $GITHUB_STEP_SUMMARY and to
+--summary FILE by ab, sweep and bisect; `harness merge` joins shards of it."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+
+from harness.report.tables import metric_rows
+from harness.stats.compare import EXIT_MEANING
+
+MARK = {"REGRESSION": "❌", "INVALID": "⛔", "INCONCLUSIVE": "⚠️"} | dict.fromkeys(
+    ("PASS", "IMPROVEMENT", "VALID", "NAMED"), "✅"
+)
+TABLE_HEAD = "| Metric | Base | Head | Change | 95% CI | Tolerance | Verdict |\n" + "|---" * 7 + "|"
+
+
+def headline(kind: str, verdict: str, code: int, what: str, why: str = "") -> str:
+    """`### ❌ servegate ab: REGRESSION (exit 1): short-concurrency, main@1a2b vs HEAD@3c4d`."""
+    line = f"### {MARK.get(verdict, '')} servegate {kind}: {verdict} (exit {code}): {what}"
+    return line + (f": {why}" if why else "")
+
+
+def _why(comparison: dict) -> str:
+    bad = [m for m in comparison["metrics"] if m["verdict"] == comparison["verdict"]]
+    if comparison["verdict"] == "INVALID":
+        return comparison["invalid"][0] if comparison["invalid"] else "a run was invalid"
+    if comparison["verdict"] == "INCONCLUSIVE":
+        names = ", ".join(m["name"] for m in bad)
+        return f"{names} undecided after {comparison['rounds']} rounds (not a pass: add rounds)"
+    if bad and comparison["verdict"] != "PASS":
+        return ", ".join(f"{m['name']} {(m['ratio'] - 1) * 100:+.1f}%" for m in bad)
+    return EXIT_MEANING[comparison["exit_code"]]
+
+
+def metric_table(comparison: dict) -> str:
+    rows = [
+        f"| {r['name']} | {r['base']} | {r['head']} | {r['change']} | {r['ci_pct']} "
+        f"| {r['tolerance']} | {r['verdict']} |"
+        for r in metric_rows(comparison)
+    ]
+    return "\n".join([TABLE_HEAD, *rows]) if rows else "No metric was compared."
+
+
+def reproduce(command: str, shas: dict[str, str | None]) -> str:
+    """The command as run, with each ref option pinned to the commit it resolved to, so the
+    line means the same thing tomorrow (`--base main` -> `--base 1a2b3c4d...`)."""
+    try:
+        args = shlex.split(command)
+    except ValueError:
+        return command
+    out, i = [], 0
+    while i < len(args):
+        arg, key = args[i], args[i].lstrip("-")
+        name, _, inline = key.partition("=")
+        if arg.startswith("--") and shas.get(name):
+            out.append(f"--{name}")
+            out.append(shas[name])
+            i += 1 if inline else 2
+            continue
+        out.append(arg)
+        i += 1
+    return " ".join(shlex.quote(a) for a in out)
+
+
+def ab_summary(ab: dict, report: str | None) -> str:
+    comp = ab["comparison"]
+    what = f"{ab['suite']}, {ab['base']['label']} vs {ab['head']['label']}"
+    lines = [headline("ab", comp["verdict"], comp["exit_code"], what, _why(comp)), ""]
+    lines.append(metric_table(comp))
+    lines += ["", f"{comp['rounds']} round(s); base and head: geometric means over rounds."]
+    lines += [f"- {line}" for line in comp["invalid"] + comp["warnings"]]
+    shas = {"base": ab["base"].get("commit"), "head": ab["head"].get("commit")}
+    return "\n".join([*lines, *_tail(reproduce(ab.get("command", ""), shas), report)]) + "\n"
+
+
+SWEEP_REFS = {"base": "base", "head": "head", "ref": "arm"}  # option -> arm it resolves
+
+
+def sweep_summary(result: dict, report: str | None) -> str:
+    j = result["judgement"]
+    arms = [a["label"] for a in result.get("arms", {}).values()] or ["one arm"]
+    what = f"sweep {result['suite']}, {' vs '.join(arms)}"
+    why = ""
+    if j.get("first_regression"):
+        worse = ", ".join(j["first_regression_metrics"])
+        why = f"first regresses at {j['first_regression']} ({worse})"
+    elif j["invalid"]:
+        why = j["invalid"][0]
+    lines = [headline("sweep", j["verdict"], j["exit_code"], what, why), ""]
+    for level, comp in j.get("levels", {}).items():
+        lines += [f"**{level}**: {comp['verdict']}", "", metric_table(comp), ""]
+    lines += [f"- {line}" for line in j["invalid"]]
+    arms = result.get("arms", {})
+    shas = {opt: (arms.get(arm) or {}).get("commit") for opt, arm in SWEEP_REFS.items()}
+    return "\n".join([*lines, *_tail(reproduce(result.get("command", ""), shas), report)]) + "\n"
+
+
+def bisect_summary(data: dict, report: str | None) -> str:
+    culprit = data.get("culprit")
+    verdict, code = ("NAMED", 0) if culprit else ("INVALID", 2)
+    what = f"bisect {data['suite']}, {data['good']['short']}..{data['bad']['short']}"
+    why = f"first bad commit {culprit['short']} {culprit['subject']}" if culprit else ""
+    if not culprit:
+        why = "interrupted" if data.get("interrupted") else "no single first bad commit"
+    lines = [headline("bisect", verdict, code, what, why), ""]
+    lines += ["| Commit | Role | Ratio | 95% CI | Verdict | Mark |", "|---|---|---|---|---|---|"]
+    lines += [
+        f"| {r['head']['short']} | {r['role']} | {r['ratio']} | {r['ci']} | {r['verdict']} "
+        f"| {r['mark']} |"
+        for r in data["path"]
+    ]
+    shas = {"good": data["good"]["sha"], "bad": data["bad"]["sha"]}
+    return "\n".join([*lines, *_tail(reproduce(data.get("command", ""), shas), report)]) + "\n"
+
+
+def _tail(command: str, report: str | None) -> list[str]:
+    out = ["", "Reproduce:", "", "```sh", command, "```", ""]
+    return out + ([f"Full report: `{report}`"] if report else ["The full report was not written."])
+
+
+def summary_targets(summary_file: Path | None) -> list[Path]:
+    """Where a summary goes: --summary FILE, and GitHub's job summary when it is set."""
+    paths = [summary_file] if summary_file else []
+    if step := os.environ.get("GITHUB_STEP_SUMMARY"):
+        paths.append(Path(step))
+    return paths
+
+
+def append_summary(text: str, targets: list[Path]) -> list[str]:
+    """Append `text` to each target; the errors as lines (a summary never changes a verdict)."""
+    errors = []
+    for path in targets:
+        try:
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(text + "\n")
+        except OSError as exc:
+            errors.append(f"summary not written: {path}: {exc.strerror or exc}")
+    return errors
