@@ -20,14 +20,14 @@ def shipped_dir(name: str) -> Path:
     return source if in_checkout else _PACKAGED / name
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to a temporary name beside `path`, then rename: a full disk or an interrupt
-    leaves the old file or none, never a truncated one."""
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write `data` (text, or bytes as they are) to a temporary name beside `path`, then
+    rename: a full disk or an interrupt leaves the old file or none, never a truncated one."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
         os.chmod(tmp, 0o666 & ~_umask())  # as open() would have made it, not mkstemp's 0600
         os.replace(tmp, path)
     except BaseException:

@@ -5,7 +5,6 @@ wrong commit, and the `compare` and `report` verbs on the saved result."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -21,6 +20,8 @@ from harness_helpers import (
     wait_no_survivors,
     write_suite,
 )
+
+from harness.report.saved import load_result
 
 SUITE = """
 model = "scripted"
@@ -45,8 +46,9 @@ def harness(*args: str, tmp_path: Path, cwd: Path = REPO) -> subprocess.Complete
 
 
 def saved(out: Path) -> dict:
+    """The A/B result with its raw data (requests, timelines) from the .raw.json.gz beside it."""
     (path,) = out.glob("????-??-??-*.json")
-    return json.loads(path.read_text())
+    return load_result(path)
 
 
 def test_a_workload_mismatch_stops_after_the_first_round_and_keeps_its_runs(tmp_path):

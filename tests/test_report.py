@@ -1,6 +1,7 @@
 """The report layer on fake but realistic run records: file naming, section order, plots,
 re-rendering from JSON, warnings, and the offline compare of two saved files."""
 
+import gzip
 import json
 import os
 import re
@@ -125,9 +126,27 @@ def test_plots_are_real_pngs(report):
 def test_rerender_from_json_gives_the_same_markdown(report, tmp_path):
     saved = tmp_path / "copy.json"
     saved.write_bytes(report.with_suffix(".json").read_bytes())
+    raw = report.with_name(report.stem + ".raw.json.gz")
+    (tmp_path / raw.name).write_bytes(raw.read_bytes())
     again = rerender_report(saved)
     assert again.parent == tmp_path and again.name == report.name
     assert again.read_text() == report.read_text()
+
+
+def test_the_json_beside_a_report_is_slim_and_the_raw_data_compressed(report, tmp_path):
+    slim, raw = report.with_suffix(".json"), report.with_name(report.stem + ".raw.json.gz")
+    data = json.loads(slim.read_text())
+    runs = [rnd[a] for rnd in data["rounds"] for a in ("base", "head") if rnd.get(a)]
+    assert runs and not any("timeline" in r or "requests" in r for r in runs)
+    assert all(r["request_count"] == 49 for r in runs) and data["raw"] == raw.name
+    full = json.loads(gzip.decompress(raw.read_bytes()))
+    assert all(rnd["base"]["timeline"]["t"] for rnd in full["rounds"])
+    assert slim.stat().st_size < len(json.dumps(full)) / 3
+    # the slim JSON alone: every table, no plots, and why
+    (tmp_path / "alone.json").write_bytes(slim.read_bytes())
+    text = rerender_report(tmp_path / "alone.json").read_text()
+    assert f"Not drawn: the raw data ({raw.name}) is not here." in text
+    assert "requests per run (median): 49" in text
 
 
 def test_warns_when_an_arm_reports_another_commit(tmp_path):

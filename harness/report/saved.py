@@ -3,6 +3,8 @@ files offline (`harness compare A.json B.json`: A's runs are base, B's runs are 
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import math
 from datetime import date
@@ -34,18 +36,37 @@ MEMORY_KEYS = ("peak_rss_bytes", "peak_device_bytes")  # None: not measured on t
 
 
 def read_json(path: Path) -> object:
-    size = Path(path).stat().st_size
+    """A saved JSON document, or a gzip-compressed one (`.gz`), within MAX_INPUT_BYTES."""
+    path = Path(path)
+    size = path.stat().st_size
     if size > MAX_INPUT_BYTES:
         raise ComparisonError(
             f"{path}: {size / 2**20:.0f} MiB is over the {MAX_INPUT_BYTES // 2**20} MiB a saved "
             "result may have"
         )
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        data = path.read_bytes()
+        if path.suffix == ".gz":
+            with gzip.GzipFile(fileobj=io.BytesIO(data)) as f:
+                data = f.read(MAX_INPUT_BYTES + 1)
+            if len(data) > MAX_INPUT_BYTES:
+                raise ComparisonError(f"{path}: over {MAX_INPUT_BYTES // 2**20} MiB uncompressed")
+        return json.loads(data.decode("utf-8"))
+    except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
+        raise ComparisonError(f"{path}: not gzip: {exc}") from None
     except UnicodeDecodeError:
         raise ComparisonError(f"{path}: not UTF-8 text") from None
     except ValueError as exc:
         raise ComparisonError(f"{path}: not JSON: {exc}") from None
+
+
+def with_raw(doc: object, path: Path) -> object:
+    """A slim result's raw file (its per-request records and timelines) when it lies beside
+    it; else the slim result as it is."""
+    raw = doc.get("raw") if isinstance(doc, dict) else None
+    if isinstance(raw, str) and "/" not in raw and (Path(path).parent / raw).is_file():
+        return read_json(Path(path).parent / raw)
+    return doc
 
 
 def runs_of(doc: object, arm: str = "head") -> list[dict]:
@@ -100,8 +121,9 @@ def _is_run(run: object) -> bool:
 
 
 def load_result(path: Path) -> dict:
-    """A saved A/B result (`harness ab` or `harness compare` wrote it), its shape checked."""
-    doc = read_json(path)
+    """A saved A/B result (`harness ab` or `harness compare` wrote it), its shape checked: the
+    raw file beside a slim JSON when it is there (plots need it), else the slim JSON."""
+    doc = with_raw(read_json(path), path)
     where = f"{path}: not an A/B result"
     if not isinstance(doc, dict):
         raise ComparisonError(f"{where} (a JSON object with rounds and a comparison)")
@@ -152,7 +174,7 @@ def compare_saved(
     """An A/B result (ready for write_report) from two saved files: A's runs as base, B's as
     head, paired by index. Tolerances default to A's own, else DEFAULT_TOLERANCES."""
     a_path, b_path = Path(a_path), Path(b_path)
-    doc_a, doc_b = read_json(a_path), read_json(b_path)
+    doc_a, doc_b = with_raw(read_json(a_path), a_path), with_raw(read_json(b_path), b_path)
     base, head = _runs_in(doc_a, arm_a, a_path), _runs_in(doc_b, arm_b, b_path)
     if not base or not head:
         raise ComparisonError(f"no runs in {a_path if not base else b_path}")

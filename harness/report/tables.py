@@ -204,7 +204,8 @@ def machine_and_load(ab: dict) -> tuple[dict, dict, list[str]]:
     machines = {json.dumps(machine_identity(r.get("machine") or {}), sort_keys=True) for r in runs}
     warnings = [f"runs report {len(machines)} different machines"] if len(machines) > 1 else []
     load = {"fingerprint": runs[0].get("fingerprint") if runs else None, **ab.get("load", {})}
-    load["requests per run (median)"] = median([len(r.get("requests", [])) for r in runs] or [0])
+    counts = [r.get("request_count", len(r.get("requests", []))) for r in runs]
+    load["requests per run (median)"] = median(counts or [0])
     return (runs[0].get("machine", {}) if runs else {}), load, warnings
 
 
