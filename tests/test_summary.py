@@ -2,6 +2,7 @@
 REGRESSION, INCONCLUSIVE, INVALID), its table agrees with the report's, its reproduce line is
 pinned to commits; `harness ab` writes it to --summary and to $GITHUB_STEP_SUMMARY."""
 
+import json
 import os
 import subprocess
 import sys
@@ -154,3 +155,42 @@ def test_an_unwritable_summary_is_refused_before_anything_runs(tmp_path):
     )  # fmt: skip
     assert r.returncode == 2 and "is a directory" in r.stderr, r.stderr
     assert r.stderr.strip().splitlines()[-1].startswith("Error: Invalid value for '--summary'")
+
+
+def merge(tmp_path: Path, *results: dict, summary: bool = False):
+    paths = []
+    for i, result in enumerate(results):
+        paths.append(tmp_path / f"shard{i}.json")
+        paths[-1].write_text(json.dumps(result))
+    extra = ["--summary", str(tmp_path / "merged.md")] if summary else []
+    return subprocess.run(
+        [sys.executable, "-m", "harness", "merge", *map(str, paths), *extra],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def test_merge_exits_with_the_worst_shard_and_leads_with_its_verdict(tmp_path):
+    ok, bad = ab_result(1.0), ab_result(1.4)
+    unsure = ab_result(1.1, cv=0.2)
+    broken = ab_result(1.0, crash={"arm": "head", "round": 1, "message": "exit 137"})
+    for shards, code, verdict in [
+        ((ok, ok), 0, "PASS"),
+        ((ok, unsure), 0, "INCONCLUSIVE"),  # exit 0, but not hidden behind the PASS
+        ((ok, bad, unsure), 1, "REGRESSION"),
+        ((bad, broken, ok), 2, "INVALID"),
+    ]:
+        r = merge(tmp_path, *shards, summary=True)
+        assert r.returncode == code, (verdict, r.stdout, r.stderr)
+        first = r.stdout.splitlines()[0]
+        assert f"servegate merge: {verdict} (exit {code}): {len(shards)} result(s)" in first
+        rows = [line for line in r.stdout.splitlines() if "| short-concurrency |" in line]
+        assert len(rows) == len(shards)  # suite x machine x metric: one gated metric each
+    assert (tmp_path / "merged.md").read_text().count("servegate merge") == 4
+
+
+def test_merge_refuses_what_is_not_a_result(tmp_path):
+    (tmp_path / "junk.json").write_text('{"hello": 1}')
+    r = subprocess.run([sys.executable, "-m", "harness", "merge", str(tmp_path / "junk.json")],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert r.returncode == 2 and r.stderr.startswith("Error: ") and "not an A/B" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1

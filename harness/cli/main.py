@@ -21,6 +21,7 @@ from harness.arms.worktrees import RefError
 from harness.cli import signals
 from harness.cli.ab import EXIT_INVALID, InputError, ab, compare, input_error, report
 from harness.cli.bisect import bisect
+from harness.cli.merge import merge
 from harness.cli.options import SECONDS, api_key_option, arm_context, dry_run_option, print_plan
 from harness.cli.outputs import OutputError, writable_file
 from harness.cli.sweep import sweep
@@ -65,6 +66,7 @@ def main() -> None:
     harness ab --base main --head HEAD A/B two refs under load; exit 1 on a regression
     harness sweep --levels 1,2,4,8     load curves, the knee; A/B them per level
     harness bisect --good REF          name the commit that introduced a regression
+    harness merge RESULT.json...       a CI matrix's results as one table, the worst exit code
     harness suites                     list the shipped load suites
     harness run --suite smoke          start the working tree's server cold and measure it
     harness run --suite smoke --serve-cmd "llama-server -m M.gguf --port {port}"
@@ -227,6 +229,7 @@ main.add_command(compare)
 main.add_command(report)
 main.add_command(sweep)
 main.add_command(bisect)
+main.add_command(merge)
 
 
 if __name__ == "__main__":

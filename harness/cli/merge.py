@@ -1,0 +1,44 @@
+"""`harness merge`: a CI matrix's results as one answer (docs/ci.md, "Shards")."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from harness.cli.ab import InputError, write_summary
+from harness.cli.outputs import OutputError, writable_file
+from harness.report.merge import merged_markdown, read_shard, worst
+from harness.stats.compare import ComparisonError
+
+
+@click.command()
+@click.argument("results", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--summary",
+    "summary_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="Append the merged table to FILE too (and to $GITHUB_STEP_SUMMARY when set).",
+)
+def merge(results, summary_file):
+    """Merge the results of several A/B, sweep or bisect jobs (a CI matrix's shards) into one
+    table of suite x machine x metric -> verdict, and exit with the worst shard's code:
+    2 if any is invalid, else 1 if any regressed, else 0.
+
+    \b
+    harness merge results/*-boundary-spill-*.json results/*-long-transient-*.json
+    """
+    try:
+        if summary_file:
+            writable_file(summary_file)
+        shards = [read_shard(p) for p in results]
+    except (ComparisonError, OSError) as exc:
+        raise InputError(str(exc) if isinstance(exc, ComparisonError | OutputError) else
+                         f"{exc.filename}: {exc.strerror or exc}") from None  # fmt: skip
+    text = merged_markdown(shards)
+    click.echo(text, nl=False)
+    write_summary(lambda: text, summary_file)
+    sys.exit(worst(shards)[1])

@@ -1,0 +1,109 @@
+"""`harness merge`: the results of a CI matrix (one A/B, sweep or bisect per shard) as one
+table of suite x machine x metric -> verdict, and the worst shard's exit code."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.report.saved import read_json
+from harness.report.summary import MARK
+from harness.report.tables import fmt_change, fmt_interval
+from harness.stats.compare import EXIT_MEANING, ComparisonError
+
+RANK = ("INVALID", "REGRESSION", "INCONCLUSIVE", "IMPROVEMENT", "PASS", "VALID", "NAMED")
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    suite: str
+    machine: str
+    metric: str
+    change: str
+    interval: str
+    verdict: str
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class Shard:
+    path: Path
+    kind: str
+    verdict: str
+    exit_code: int
+    rows: tuple[Row, ...]
+
+
+def machine_name(doc: dict) -> str:
+    """The machine a result ran on, as a reader names it: CPU model and core count."""
+    runs = [r.get(a) or {} for r in doc.get("rounds") or [] for a in ("base", "head")]
+    runs += [(r.get("run") or {}) for r in doc.get("runs") or [] if isinstance(r, dict)]
+    for run in runs:
+        if m := run.get("machine"):
+            return f"{m.get('cpu_model', '?')} x{m.get('logical_cores', '?')}"
+    return "unknown machine"
+
+
+def _metric_rows(comp: dict, suite: str, machine: str, source: str, where: str = "") -> list:
+    return [
+        Row(
+            suite,
+            machine,
+            f"{where}{m['name']}",
+            fmt_change(m["ratio"]),
+            fmt_interval(m, True),
+            str(m["verdict"]),
+            source,
+        )  # fmt: skip
+        for m in comp.get("metrics", [])
+    ]
+
+
+def read_shard(path: Path) -> Shard:
+    """One result file as a shard; ComparisonError for a file that is none of the three."""
+    doc = read_json(path)
+    schema = doc.get("schema", "") if isinstance(doc, dict) else ""
+    if not isinstance(doc, dict) or not isinstance(doc.get("suite"), str):
+        raise ComparisonError(f"{path}: not an A/B, sweep or bisect result")
+    suite, machine, name = doc["suite"], machine_name(doc), Path(path).name
+    if isinstance(doc.get("comparison"), dict):  # an A/B (harness ab or compare)
+        comp = doc["comparison"]
+        rows = _metric_rows(comp, suite, machine, name)
+        return Shard(Path(path), "ab", comp["verdict"], int(comp["exit_code"]), tuple(rows))
+    if schema.startswith("servegate.sweep"):
+        j = doc["judgement"]
+        rows = [
+            row
+            for level, comp in (j.get("levels") or {}).items()
+            for row in _metric_rows(comp, suite, machine, name, f"{level}: ")
+        ]
+        return Shard(Path(path), "sweep", j["verdict"], int(j["exit_code"]), tuple(rows))
+    if schema.startswith("servegate.bisect"):
+        culprit = doc.get("culprit")
+        said = f"{culprit['short']} {culprit['subject']}" if culprit else "none named"
+        verdict, code = ("NAMED", 0) if culprit else ("INVALID", 2)
+        row = Row(suite, machine, "first bad commit", said, "", verdict, name)
+        return Shard(Path(path), "bisect", verdict, code, (row,))
+    raise ComparisonError(f"{path}: not an A/B, sweep or bisect result (schema {schema!r})")
+
+
+def worst(shards: list[Shard]) -> tuple[str, int]:
+    """The merged verdict and exit code: the highest exit code, and among those the verdict a
+    reader must see first (an INCONCLUSIVE shard is not hidden behind a PASS)."""
+    code = max(s.exit_code for s in shards)
+    verdicts = [s.verdict for s in shards if s.exit_code == code]
+    return min(verdicts, key=lambda v: RANK.index(v) if v in RANK else 0), code
+
+
+def merged_markdown(shards: list[Shard]) -> str:
+    verdict, code = worst(shards)
+    head = f"### {MARK.get(verdict, '')} servegate merge: {verdict} (exit {code}): "
+    lines = [head + f"{len(shards)} result(s); {EXIT_MEANING[code]}", ""]
+    lines += ["| Suite | Machine | Metric | Change | 95% CI | Verdict | From |", "|---" * 7 + "|"]
+    for s in shards:
+        lines += [
+            f"| {r.suite} | {r.machine} | {r.metric} | {r.change} | {r.interval} | {r.verdict} "
+            f"| {r.source} |"
+            for r in s.rows
+        ] or [f"| ? | ? | (nothing compared) | | | {s.verdict} | {s.path.name} |"]
+    return "\n".join(lines) + "\n"
