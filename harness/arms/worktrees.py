@@ -56,6 +56,17 @@ class Checkout:
         return f"{named}@{self.commit[:8]}".lstrip("@") + ("+dirty" if self.dirty else "")
 
 
+def commit_facts(repo: Path, sha: str) -> dict:
+    """What a history of commits needs to place and name one: its committer date, subject and
+    depth (commits on its first-parent chain: it orders main's commits even within a second)."""
+    try:
+        date, _, subject = _git(repo, "log", "-1", "--format=%cI%x00%s", sha).partition("\0")
+        depth = int(_git(repo, "rev-list", "--count", "--first-parent", sha))
+    except (RefError, ValueError):
+        return {"date": None, "subject": None, "depth": None}
+    return {"date": date, "subject": subject, "depth": depth}
+
+
 def repo_root(start: Path) -> Path:
     try:
         return Path(_git(start, "rev-parse", "--show-toplevel"))

@@ -21,6 +21,7 @@ from harness.arms.worktrees import RefError
 from harness.cli import signals
 from harness.cli.ab import EXIT_INVALID, InputError, ab, compare, input_error, report
 from harness.cli.bisect import bisect
+from harness.cli.history import history, publish
 from harness.cli.merge import merge
 from harness.cli.options import SECONDS, api_key_option, arm_context, dry_run_option, print_plan
 from harness.cli.outputs import OutputError, writable_file
@@ -67,6 +68,8 @@ def main() -> None:
     harness sweep --levels 1,2,4,8     load curves, the knee; A/B them per level
     harness bisect --good REF          name the commit that introduced a regression
     harness merge RESULT.json...       a CI matrix's results as one table, the worst exit code
+    harness history DIR                steps in the results of successive commits of main
+    harness publish DIR --out SITE     a static site of those histories, one chart each
     harness suites                     list the shipped load suites
     harness run --suite smoke          start the working tree's server cold and measure it
     harness run --suite smoke --serve-cmd "llama-server -m M.gguf --port {port}"
@@ -185,14 +188,14 @@ def run(
         console.print(f"[bold red]error:[/] {exc}", highlight=False)
         if exc.log_tail:
             console.print(f"server log tail:\n{exc.log_tail}", markup=False, highlight=False)
-        _keep(runs, out, console)
+        _keep(runs, plan.desc, out, console)
         sys.exit(EXIT_INVALID)
     except KeyboardInterrupt:
         console.print("interrupted: the server was stopped", highlight=False)
-        _keep(runs, out, console)
+        _keep(runs, plan.desc, out, console)
         sys.exit(signals.exit_code())
     try:
-        write_atomic(out, json.dumps({"runs": runs}, indent=1) + "\n")  # the data first
+        write_atomic(out, json.dumps({"arm": plan.desc, "runs": runs}, indent=1) + "\n")
     except OSError as exc:
         raise InputError(f"run JSON not written: {out}: {exc.strerror or exc}") from None
     print_run(Console(), runs)
@@ -201,11 +204,12 @@ def run(
         sys.exit(EXIT_INVALID)
 
 
-def _keep(runs: list[dict], out: Path, console: Console) -> None:
+def _keep(runs: list[dict], arm: dict, out: Path, console: Console) -> None:
     """The runs that finished before a failure or an interrupt: never lost."""
     if runs:
         with contextlib.suppress(OSError):
-            write_atomic(out, json.dumps({"runs": runs, "complete": False}, indent=1) + "\n")
+            doc = {"arm": arm, "runs": runs, "complete": False}
+            write_atomic(out, json.dumps(doc, indent=1) + "\n")
             console.print(f"the {len(runs)} finished run(s): {out}", highlight=False)
 
 
@@ -230,6 +234,8 @@ main.add_command(report)
 main.add_command(sweep)
 main.add_command(bisect)
 main.add_command(merge)
+main.add_command(history)
+main.add_command(publish)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from pathlib import Path
 from harness.arms.arms import Arm, ArmError, command_arm, program, project_arm, url_arm
 from harness.arms.builds import build
 from harness.arms.project import Project
-from harness.arms.worktrees import Checkout, checkout
+from harness.arms.worktrees import Checkout, checkout, commit_facts
 from harness.workload.suite import Suite
 
 WORKING_TREE = "WORKTREE"
@@ -146,6 +146,8 @@ def plan_arm(name: str, side: Side, ctx: Context) -> ArmPlan:
         "label": co.label,
         "ref": co.ref,
         "commit": co.commit,
+        **commit_facts(ctx.repo, co.commit),
+        "dirty": co.dirty,
         "cmd": " ".join(arm.command(0)).replace("--port 0", "--port {port}"),
     }
     return ArmPlan(name, arm, desc | {"flags": flags.split(), "env": dict(env)}, co)

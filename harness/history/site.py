@@ -1,0 +1,132 @@
+"""`harness publish`: a static site of the histories, one chart per suite x machine x metric
+over commits, change points and A/B verdicts marked, each point linking to its result. Plain
+HTML and inline SVG drawn here: nothing to fetch at view time, no script to fail."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from markdown_it import MarkdownIt
+
+from harness.files import write_atomic
+from harness.history.points import Series
+from harness.report.report import slug, template_env
+from harness.report.tables import fmt_value
+
+WIDTH, HEIGHT, PAD_L, PAD_R, PAD_T, PAD_B = 760, 240, 70, 20, 16, 28
+VERDICT_COLOR = {"REGRESSION": "#c62828", "INVALID": "#6a1b9a", "INCONCLUSIVE": "#ef6c00",
+                 "IMPROVEMENT": "#2e7d32", "PASS": "#2e7d32"}  # fmt: skip
+PLAIN = "#1565c0"
+
+
+@dataclass(frozen=True, slots=True)
+class Dot:
+    x: float
+    y: float
+    color: str
+    href: str
+    title: str
+
+
+@dataclass(frozen=True, slots=True)
+class Chart:
+    id: str
+    title: str
+    dots: list[Dot]
+    path: str  # the polyline through the dots
+    steps: list[dict]  # change points: x, label, worse
+    ticks: list[dict]  # y-axis: y, label
+    width: int = WIDTH
+    height: int = HEIGHT
+
+
+def _scale(lo: float, hi: float, a: float, b: float):
+    span = (hi - lo) or abs(hi) or 1.0
+    return lambda v: a + (v - lo) / span * (b - a)
+
+
+def chart(s: Series, links: dict[str, str]) -> Chart:
+    """The geometry of one series' chart (pure: tested without a browser)."""
+    values = [p.value for p in s.points]
+    lo, hi = min(values), max(values)
+    lo, hi = lo - 0.05 * (hi - lo or lo), hi + 0.05 * (hi - lo or hi)
+    n = len(s.points)
+    x = _scale(0, max(n - 1, 1), PAD_L, WIDTH - PAD_R)
+    y = _scale(lo, hi, HEIGHT - PAD_B, PAD_T)
+    dots = []
+    for i, p in enumerate(s.points):
+        verdict = p.verdicts[-1] if p.verdicts else ""
+        title = f"{p.sha[:10]} {p.date[:10]} {p.subject}: {fmt_value(s.metric, p.value)}"
+        title += f" (median of {p.runs} run(s))" + (f", A/B {verdict}" if verdict else "")
+        color = VERDICT_COLOR.get(verdict, PLAIN)
+        dots.append(Dot(round(x(i), 1), round(y(p.value), 1), color, links[p.sources[0]], title))
+    path = " ".join(f"{d.x},{d.y}" for d in dots)
+    steps = [
+        {
+            "x": round((x(c.index - 1) + x(c.index)) / 2, 1),
+            "label": f"{c.ratio:.3f}x at {s.points[c.index].sha[:8]}",
+            "worse": s.worse(c),
+        }
+        for c in s.changes
+    ]
+    ticks = [
+        {"y": round(y(v), 1), "label": fmt_value(s.metric, v)} for v in (lo, (lo + hi) / 2, hi)
+    ]
+    return Chart(slug(s.key), s.key, dots, path, steps, ticks)
+
+
+IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s/]+\.png)\)")
+
+
+def _page(source: Path, target: Path, back: str) -> Path:
+    """The result a point links to, placed under the site: its Markdown report as an HTML page
+    (with the plots it shows), else the JSON itself."""
+    report = source.with_suffix(".md")
+    if not report.is_file():
+        target = target.with_suffix(".json")
+        shutil.copyfile(source, target)
+        return target
+    text = report.read_text(encoding="utf-8")
+    for png in IMAGE.findall(text):
+        if (source.parent / png).is_file():
+            shutil.copyfile(source.parent / png, target.parent / png)
+    body = MarkdownIt("commonmark", {"html": False}).enable("table").render(text)
+    page = (
+        template_env()
+        .get_template("site-report.html.j2")
+        .render(title=report.stem, body=body, back=back)
+    )
+    target = target.with_suffix(".html")
+    write_atomic(target, page)
+    return target
+
+
+def publish(all_series: list[Series], folder: Path, out: Path) -> Path:
+    """Write out/index.html and each linked result under out/results/, so the site works from
+    a file URL with no network."""
+    out = Path(out)
+    (out / "results").mkdir(parents=True, exist_ok=True)
+    links = {}
+    for source in sorted({src for s in all_series for p in s.points for src in p.sources}):
+        target = out / "results" / source
+        target.parent.mkdir(parents=True, exist_ok=True)
+        back = "../" * (len(Path(source).parts)) + "index.html"
+        links[source] = str(_page(Path(folder) / source, target, back).relative_to(out))
+    charts = [chart(s, links) for s in all_series]
+    page = (
+        template_env()
+        .get_template("site.html.j2")
+        .render(
+            charts=charts,
+            series=all_series,
+            created=datetime.now(UTC).isoformat(timespec="seconds"),
+            fmt_value=fmt_value,
+        )
+    )
+    index = out / "index.html"
+    write_atomic(index, page)
+    return index
