@@ -70,6 +70,7 @@ class Engine:
             "backend": self.backend.name,
             "device": self.backend.device,
             "dtype": self.backend.dtype,
+            "runtime": self.backend.runtime,
             "activations": self.backend.activations,
             "decode_path": self.backend.decode_path,
             "prefill_path": self.backend.prefill_path,

@@ -12,7 +12,9 @@ from harness_helpers import REPO, ThrowawayRepo
 from test_exit_codes import cli
 
 DRY = ("ab", "sweep", "bisect", "run")
-OFFLINE = ("compare", "report")  # need saved results: run for real in test_ab_paths.py
+# need saved results or a cache: run for real in test_ab_paths.py, test_summary.py,
+# test_history.py and test_gc.py
+OFFLINE = ("compare", "report", "merge", "history", "publish", "gc")
 
 
 def readme_examples() -> list[tuple[list[str], str]]:

@@ -248,7 +248,7 @@ def test_a_result_without_any_run_renders_without_plots(tmp_path):
     for rnd in ab["rounds"]:
         rnd["base"] = rnd["head"] = rnd["null"] = None
     text = write_report(ab, tmp_path).read_text()
-    assert "None: no run completed." in text and not list(tmp_path.glob("*.png"))
+    assert "Not drawn: no run completed." in text and not list(tmp_path.glob("*.png"))
 
 
 def test_a_server_that_does_not_report_its_commit_is_not_held_to_one(tmp_path):
@@ -270,3 +270,25 @@ def current_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def test_no_python_none_no_empty_table_no_raw_bytes_and_a_pinned_reproduce(tmp_path):
+    """What a newcomer reads: every table has rows, no `None`, memory in MiB/GiB, the
+    reproduce line pinned to the commits each ref resolved to (shapes: a full A/B, one whose
+    head crashed before any run, two command arms with no commit)."""
+    full = ab_result()
+    crashed = ab_result(crash={"arm": "head", "round": 0, "message": "exit 1", "log_tail": "x"})
+    for rnd in crashed["rounds"]:
+        rnd["base"] = rnd["head"] = rnd["null"] = None
+    commands = ab_result()
+    for side in ("base", "head"):
+        commands[side] |= {"ref": None, "commit": None, "cmd": "{python} srv.py --port {port}"}
+    for i, result in enumerate((full, crashed, commands)):
+        text = write_report(result, tmp_path / str(i)).read_text()
+        assert not re.search(r"\bNone\b", text), text
+        for table in tables_of(text):
+            assert len(table) >= 3, table  # a header, its rule and at least one row
+        assert not re.search(r"\b\d{7,}\b", text.split("## Reproduce")[0]), "a raw byte count"
+    text = write_report(full, tmp_path / "pinned").read_text()
+    assert "harness ab --base aaa1111deadbeef --head bbb2222feedface --suite chat-4c" in text
+    assert "- memory: 8.0 GiB" in text and "range [" in text

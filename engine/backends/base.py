@@ -23,6 +23,7 @@ class Backend(ABC):
     device: str
     dtype: str
     activations: str  # what the forward computes in: dtype, except int4 (bfloat16 or float32)
+    runtime: dict  # the array library and its versions, as /health reports them
     # a decode step: "torch" (or "mlx") ops, "kernel" (torch ops, our attention kernel), or
     # "fused" (each block one C++ call)
     decode_path = "torch"

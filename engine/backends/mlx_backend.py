@@ -47,6 +47,7 @@ class MLXBackend(Backend):
         self._dtype = resolve_dtype(dtype, self._device)
         self.device = "gpu" if self._device.type == mx.gpu else "cpu"
         self.dtype = self.activations = next(k for k, v in DTYPES.items() if v == self._dtype)
+        self.runtime = {"mlx": mx.__version__}
         self.model = Model(loaded.args)
         expected = {k for k, _ in tree_flatten(self.model.parameters())}
         missing, unexpected = expected - loaded.weights.keys(), loaded.weights.keys() - expected

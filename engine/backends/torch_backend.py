@@ -84,6 +84,7 @@ class TorchBackend(Backend):
             self._dtype = DTYPES[self.dtype]
         self.activations = str(self._dtype).removeprefix("torch.")
         self.device = str(self._device)
+        self.runtime = {"torch": torch.__version__, "cuda": torch.version.cuda}
         with torch.device("meta"):
             self.model = Model(loaded.args)
         if self._dtype == torch.float32:

@@ -95,6 +95,7 @@ def checkout(repo: Path, ref: str) -> Checkout:
     if path.exists():
         try:
             if _git(path, "rev-parse", "HEAD") == sha:
+                os.utime(path)  # its last use: what `harness gc` goes by
                 return Checkout(ref, sha, path, repo=repo)
         except RefError:
             pass

@@ -13,6 +13,7 @@ from harness.bisect.run import BisectOutcome, Step
 from harness.files import write_atomic
 from harness.report import tables
 from harness.report.report import slug, template_env, write_report
+from harness.report.summary import bisect_shas, reproduce
 
 
 def _commit(c: Commit) -> dict:
@@ -93,5 +94,8 @@ def write_bisect_report(data: dict, final: Step | None, out_dir: Path) -> Path:
     write_atomic(out_dir / f"{stem}.json", json.dumps(data, indent=1) + "\n")
     md = out_dir / f"{stem}.md"
     page = template_env().get_template("bisect.md.j2")
-    write_atomic(md, page.render(b=data, headline=headline(data), final=final_rows))
+    line = reproduce(data.get("command", ""), bisect_shas(data))
+    write_atomic(
+        md, page.render(b=data, headline=headline(data), final=final_rows, reproduce_line=line)
+    )
     return md

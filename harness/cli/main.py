@@ -21,6 +21,7 @@ from harness.arms.worktrees import RefError
 from harness.cli import signals
 from harness.cli.ab import EXIT_INVALID, InputError, ab, compare, input_error, report
 from harness.cli.bisect import bisect
+from harness.cli.gc import gc
 from harness.cli.history import history, publish
 from harness.cli.merge import merge
 from harness.cli.options import SECONDS, api_key_option, arm_context, dry_run_option, print_plan
@@ -70,6 +71,7 @@ def main() -> None:
     harness merge RESULT.json...       a CI matrix's results as one table, the worst exit code
     harness history DIR                steps in the results of successive commits of main
     harness publish DIR --out SITE     a static site of those histories, one chart each
+    harness gc                         remove cached commit worktrees unused for 14 days
     harness suites                     list the shipped load suites
     harness run --suite smoke          start the working tree's server cold and measure it
     harness run --suite smoke --serve-cmd "llama-server -m M.gguf --port {port}"
@@ -236,6 +238,7 @@ main.add_command(bisect)
 main.add_command(merge)
 main.add_command(history)
 main.add_command(publish)
+main.add_command(gc)
 
 
 if __name__ == "__main__":

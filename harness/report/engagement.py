@@ -53,6 +53,13 @@ def differs(values: list[float]) -> bool:
     return hi - lo >= 1 and (lo <= 0 or hi / lo > 1 + DIFFERS)
 
 
+def _cell(series: str, mean: float) -> str:
+    """A mean as a reader takes it in: bytes in MiB, other values to four significant digits."""
+    if _parse(series)[0].endswith("_bytes") or "_bytes_" in series:
+        return f"{mean / 2**20:.1f} MiB"
+    return f"{mean:.4g}"
+
+
 def engagement(rounds: list[dict]) -> tuple[list[str], list[Row], list[Row]]:
     """(arms, shown rows, folded rows): mean delta per (phase, series) for each arm. Only arms
     that exported counters at all are compared (an arm without /metrics differs in nothing)."""
@@ -72,6 +79,6 @@ def engagement(rounds: list[dict]) -> tuple[list[str], list[Row], list[Row]]:
         counter = _parse(series)[0].endswith(COUNTER_SUFFIXES)
         if not why and counter and (len(means) < len(counting) or differs([*means.values()])):
             why = "differs"
-        cells = [f"{means[a]:g}" if a in means else "—" for a in arms]
+        cells = [_cell(series, means[a]) if a in means else "—" for a in arms]
         (shown if why else folded).append(Row(phase, series, cells, why))
     return arms, shown, folded

@@ -31,6 +31,9 @@ def plot_rss(rounds: list[dict], labels: dict[str, str], path: Path) -> Path:
             tl = rnd[arm]["timeline"]
             rss = np.asarray(tl["rss"], dtype=float) / MIB
             ax.plot(tl["t"], rss, color=ARM_COLORS[arm], alpha=0.55, lw=1)
+            if rss.size:  # the run's sampled peak, where it happened
+                i = int(np.argmax(rss))
+                ax.plot(tl["t"][i], rss[i], "v", color=ARM_COLORS[arm], ms=6, mec="black", mew=0.5)
             for t, phase in tl.get("marks", []):
                 ax.axvline(t, color=ARM_COLORS[arm], ls="--", lw=0.7, alpha=0.5)
                 marks.setdefault(phase, []).append(t)
@@ -38,7 +41,9 @@ def plot_rss(rounds: list[dict], labels: dict[str, str], path: Path) -> Path:
         ax.set_title(f"{arm}: {labels.get(arm, arm)} ({len(runs)} runs)", loc="left", fontsize=10)
         ax.set_ylabel("RSS (MiB)")
         ax.grid(alpha=0.3)
-    axes[-1].set_xlabel("seconds since launch (dashed: each run's own phase starts)")
+    axes[-1].set_xlabel(
+        "seconds since each run's own launch (dashed: its phase starts; triangle: its peak)"
+    )
     fig.suptitle("Server RSS over time (process tree), one line per run", fontsize=11)
     fig.savefig(path, dpi=110)
     return path

@@ -17,6 +17,7 @@ from harness.report import tables
 from harness.report.engagement import engagement
 from harness.report.plots import arms_present, plot_rss, plot_ttft
 from harness.report.saved import load_result
+from harness.report.summary import arm_shas, reproduce
 from harness.stats.power import power_rows, round_walls
 
 TEMPLATES = shipped_dir("templates")
@@ -71,6 +72,7 @@ def template_env() -> Environment:
     env = Environment(
         loader=FileSystemLoader(TEMPLATES),
         undefined=StrictUndefined,
+        finalize=lambda value: "n/a" if value is None else value,  # never a Python `None`
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
@@ -98,8 +100,9 @@ def render_markdown(ab: dict, plots: dict[str, str], no_plots: str = "") -> str:
         has_null=bool(comparison.get("noise")),
         key_metrics=tables.KEY_METRICS,
         round_rows=tables.round_rows(ab["rounds"]),
+        reproduce_line=reproduce(ab.get("command", ""), arm_shas(ab)),
         plots=plots,
-        no_plots=no_plots or "None: no run completed.",
+        no_plots=no_plots or "Not drawn: no run completed.",
         arms=arms,
         counter_arms=counter_arms,
         counter_rows=counter_rows,
@@ -120,21 +123,35 @@ def _looks(comparison: dict) -> str:
 
 
 RAW_KEYS = ("timeline", "requests", "warmup_requests")  # the bulk of a run: raw file only
+# (and server.health, whose fields the run already lifts into server)
 
 
-def slim(ab: dict, raw_name: str) -> dict:
-    """The result without per-request records and RSS timelines (tens of KB, for a repository);
-    those stay in the compressed raw file named in `raw`, which `harness report` reads."""
-    rounds = [
-        {k: _slim_run(v) if isinstance(v, dict) and "summary" in v else v for k, v in r.items()}
-        for r in ab["rounds"]
-    ]
-    return ab | {"rounds": rounds, "raw": raw_name}
+def slim(doc: object) -> object:
+    """`doc` without per-request records and RSS timelines: every run in it (a dict with a
+    summary and a fingerprint, however deep) keeps the rest and a request_count."""
+    if isinstance(doc, list):
+        return [slim(x) for x in doc]
+    if not isinstance(doc, dict):
+        return doc
+    if "summary" in doc and "fingerprint" in doc:
+        count = doc.get("request_count", len(doc.get("requests") or []))
+        kept = {k: v for k, v in doc.items() if k not in RAW_KEYS}
+        if isinstance(kept.get("server"), dict):  # its fields are lifted from health already
+            kept["server"] = {k: v for k, v in kept["server"].items() if k != "health"}
+        return kept | {"request_count": count}
+    return {k: slim(v) for k, v in doc.items()}
 
 
-def _slim_run(run: dict) -> dict:
-    kept = {k: v for k, v in run.items() if k not in RAW_KEYS}
-    return kept | {"request_count": run.get("request_count", len(run.get("requests", [])))}
+def write_result(doc: dict, out_dir: Path, stem: str) -> bool:
+    """<stem>.raw.json.gz with everything (when the runs still hold raw data), then
+    <stem>.json, slim, naming it in `raw`: tens of KB a repository can keep. True if raw."""
+    raw = has_raw(doc)
+    if raw:
+        body = gzip.compress(json.dumps(doc).encode(), 6)
+        write_atomic(out_dir / f"{stem}.raw.json.gz", body)
+        doc = slim(doc) | {"raw": f"{stem}.raw.json.gz"}
+    write_atomic(out_dir / f"{stem}.json", json.dumps(doc, separators=(",", ":")) + "\n")
+    return raw
 
 
 def write_report(ab_result: dict, out_dir: Path) -> Path:
@@ -145,11 +162,7 @@ def write_report(ab_result: dict, out_dir: Path) -> Path:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = unique_stem(out_dir, report_stem(ab), ab["created"])
-    raw = has_raw(ab["rounds"])
-    if raw:  # the data first
-        write_atomic(out_dir / f"{stem}.raw.json.gz", gzip.compress(json.dumps(ab).encode(), 6))
-    data = slim(ab, f"{stem}.raw.json.gz") if raw else ab
-    write_atomic(out_dir / f"{stem}.json", json.dumps(data, indent=1) + "\n")
+    raw = write_result(ab, out_dir, stem)  # the data first
     labels = {"base": ab["base"]["label"], "head": ab["head"]["label"], "null": "base again"}
     plots = {}
     if raw and arms_present(ab["rounds"]):  # an arm that crashed before any run: nothing to plot
@@ -164,10 +177,16 @@ def write_report(ab_result: dict, out_dir: Path) -> Path:
     return md
 
 
-def has_raw(rounds: list[dict]) -> bool:
-    """Whether the runs still hold their timelines and requests (not read from a slim JSON)."""
-    runs = [r[a] for r in rounds for a in ("base", "head", "null") if isinstance(r.get(a), dict)]
-    return any("timeline" in run or "requests" in run for run in runs)
+def has_raw(doc: object) -> bool:
+    """Whether any run in `doc` still holds its timeline or requests (not read from a slim
+    JSON)."""
+    if isinstance(doc, list):
+        return any(has_raw(x) for x in doc)
+    if not isinstance(doc, dict):
+        return False
+    if "summary" in doc and "fingerprint" in doc:
+        return any(k in doc for k in RAW_KEYS)
+    return any(has_raw(v) for v in doc.values())
 
 
 def unique_stem(out_dir: Path, stem: str, created: str) -> str:

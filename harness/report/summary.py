@@ -65,6 +65,11 @@ def reproduce(command: str, shas: dict[str, str | None]) -> str:
     return " ".join(shlex.quote(a) for a in out)
 
 
+def arm_shas(ab: dict) -> dict[str, str | None]:
+    """The commit each ref option of an A/B resolved to (None for a command or URL arm)."""
+    return {a: None if ab[a].get("dirty") else ab[a].get("commit") for a in ("base", "head")}
+
+
 def ab_summary(ab: dict, report: str | None) -> str:
     comp = ab["comparison"]
     what = f"{ab['suite']}, {ab['base']['label']} vs {ab['head']['label']}"
@@ -72,11 +77,24 @@ def ab_summary(ab: dict, report: str | None) -> str:
     lines.append(metric_table(comp))
     lines += ["", f"{comp['rounds']} round(s); base and head: geometric means over rounds."]
     lines += [f"- {line}" for line in comp["invalid"] + comp["warnings"]]
-    shas = {"base": ab["base"].get("commit"), "head": ab["head"].get("commit")}
-    return "\n".join([*lines, *_tail(reproduce(ab.get("command", ""), shas), report)]) + "\n"
+    return (
+        "\n".join([*lines, *_tail(reproduce(ab.get("command", ""), arm_shas(ab)), report)]) + "\n"
+    )
 
 
 SWEEP_REFS = {"base": "base", "head": "head", "ref": "arm"}  # option -> arm it resolves
+
+
+def sweep_shas(result: dict) -> dict[str, str | None]:
+    arms = result.get("arms", {})
+    return {
+        opt: None if (arms.get(arm) or {}).get("dirty") else (arms.get(arm) or {}).get("commit")
+        for opt, arm in SWEEP_REFS.items()
+    }
+
+
+def bisect_shas(data: dict) -> dict[str, str]:
+    return {"good": data["good"]["sha"], "bad": data["bad"]["sha"]}
 
 
 def sweep_summary(result: dict, report: str | None) -> str:
@@ -93,9 +111,8 @@ def sweep_summary(result: dict, report: str | None) -> str:
     for level, comp in j.get("levels", {}).items():
         lines += [f"**{level}**: {comp['verdict']}", "", metric_table(comp), ""]
     lines += [f"- {line}" for line in j["invalid"]]
-    arms = result.get("arms", {})
-    shas = {opt: (arms.get(arm) or {}).get("commit") for opt, arm in SWEEP_REFS.items()}
-    return "\n".join([*lines, *_tail(reproduce(result.get("command", ""), shas), report)]) + "\n"
+    command = reproduce(result.get("command", ""), sweep_shas(result))
+    return "\n".join([*lines, *_tail(command, report)]) + "\n"
 
 
 def bisect_summary(data: dict, report: str | None) -> str:
@@ -112,8 +129,8 @@ def bisect_summary(data: dict, report: str | None) -> str:
         f"| {r['mark']} |"
         for r in data["path"]
     ]
-    shas = {"good": data["good"]["sha"], "bad": data["bad"]["sha"]}
-    return "\n".join([*lines, *_tail(reproduce(data.get("command", ""), shas), report)]) + "\n"
+    command = reproduce(data.get("command", ""), bisect_shas(data))
+    return "\n".join([*lines, *_tail(command, report)]) + "\n"
 
 
 def _tail(command: str, report: str | None) -> list[str]:

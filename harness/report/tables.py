@@ -199,14 +199,57 @@ def _config(server: dict) -> dict:
     return config if isinstance(config, dict) else {}
 
 
+def machine_lines(m: dict) -> dict[str, str]:
+    """A run's machine facts in words: CPU and its vector flags, cores, memory, GPUs."""
+    if not m:
+        return {}
+    flags, gpus, load = m.get("cpu_flags"), m.get("gpus"), m.get("load_average")
+    out = {
+        "CPU": f"{m.get('cpu_model', '?')}, {m.get('logical_cores', '?')} logical / "
+        f"{m.get('physical_cores', '?')} physical cores ({m.get('usable_cores', '?')} usable)",
+        "CPU vector flags": " ".join(flags)
+        if flags
+        else "not recorded"
+        if flags is None
+        else "none",
+        "memory": f"{m['memory_bytes'] / 2**30:.1f} GiB" if m.get("memory_bytes") else "n/a",
+        "GPUs": "; ".join(gpus) if gpus else "not recorded" if gpus is None else "none",
+        "platform": f"{m.get('platform', '?')}, Python {m.get('python', '?')}",
+    }
+    if load:
+        out["load average at the first run"] = ", ".join(f"{x:g}" for x in load)
+    return out
+
+
 def machine_and_load(ab: dict) -> tuple[dict, dict, list[str]]:
+    """What a reader needs to place the numbers: the machine (CPU and its vector flags, cores,
+    memory, GPUs), the runtimes each arm's server reported, the harness's own commit; then
+    the load. Every value is words, never a raw field."""
     runs = [run for arm in ARM_ORDER for run in _runs(ab["rounds"], arm)]
     machines = {json.dumps(machine_identity(r.get("machine") or {}), sort_keys=True) for r in runs}
     warnings = [f"runs report {len(machines)} different machines"] if len(machines) > 1 else []
-    load = {"fingerprint": runs[0].get("fingerprint") if runs else None, **ab.get("load", {})}
+    machine = machine_lines(runs[0].get("machine", {}) if runs else {})
+    for arm in ARM_ORDER:
+        arm_runs = _runs(ab["rounds"], arm)
+        runtime = next(
+            (r.get("server", {}).get("runtime") for r in arm_runs if r.get("server")), None
+        )
+        if arm_runs:
+            machine[f"{arm} server's runtime"] = (
+                ", ".join(f"{k} {v}" for k, v in runtime.items() if v)
+                if runtime
+                else "not reported"
+            )
+    harness = next((r.get("harness") for r in runs if r.get("harness")), None) or {}
+    if harness:
+        machine["harness"] = (
+            f"{harness.get('version', '?')} at commit {harness.get('commit') or 'unknown'}"
+        )
+    fingerprint = runs[0].get("fingerprint") if runs else None
+    load = {"workload fingerprint": fingerprint or "n/a", **ab.get("load", {})}
     counts = [r.get("request_count", len(r.get("requests", []))) for r in runs]
-    load["requests per run (median)"] = median(counts or [0])
-    return (runs[0].get("machine", {}) if runs else {}), load, warnings
+    load["requests per run (median)"] = f"{median(counts or [0]):g}"
+    return machine, load, warnings
 
 
 def sampler_and_prompts(ab: dict) -> dict[str, str]:

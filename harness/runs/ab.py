@@ -68,7 +68,9 @@ class ABRunner:
             record = {"round": i + 1, "order": order(i, names), "null": None}
             record |= dict.fromkeys(names)  # each filled in as its run completes
             rounds.append(record)
-            ready = self._start_round(i + 1, target, names) if self.start_together else {}
+            # launched in the order measured: no arm is always the first to start
+            record["launch"] = record["order"] if self.start_together else []
+            ready = self._start_round(i + 1, target, record["order"]) if self.start_together else {}
             try:
                 for name in record["order"]:
                     label = f"round {i + 1}/{target} {name} ({self.plans[name].desc['label']}) "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import os
 import platform
@@ -29,6 +30,39 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512_vnni", "avx512_bf16",
+              "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8", "asimd", "sve")  # fmt: skip
+
+
+@functools.cache
+def cpu_flags() -> list[str]:
+    """The CPU's vector-extension flags that decide an engine's fast paths (x86 and ARM)."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if not cpuinfo.exists():
+        return []
+    for line in cpuinfo.read_text(errors="replace").splitlines():
+        if line.startswith(("flags", "Features")):
+            have = set(line.split(":", 1)[1].split())
+            return [f for f in SIMD_FLAGS if f in have]
+    return []
+
+
+@functools.cache
+def gpus() -> list[str]:
+    """Each NVIDIA GPU with its driver (`nvidia-smi`), or Apple silicon's GPU; [] if none."""
+    if sys.platform == "darwin" and platform.machine() == "arm64":
+        return [f"Apple {cpu_model()} GPU (Metal)"]
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,memory.total,driver_version",
+             "--format=csv,noheader"], capture_output=True, text=True, timeout=10,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return []
+    rows = [line.split(", ") for line in out.stdout.splitlines() if line.count(", ") == 2]
+    return [f"{name} ({mem}), driver {driver}" for name, mem, driver in rows]
+
+
 def machine_facts() -> dict:
     """A snapshot taken at the start of a run (the load average says how busy the box was)."""
     try:
@@ -37,6 +71,8 @@ def machine_facts() -> dict:
         load = None
     return {
         "cpu_model": cpu_model(),
+        "cpu_flags": cpu_flags(),
+        "gpus": gpus(),
         "logical_cores": psutil.cpu_count(logical=True),
         "physical_cores": psutil.cpu_count(logical=False),
         "usable_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,

@@ -29,7 +29,7 @@ from harness.workload.fingerprint import fingerprint, prompts_digest, workload
 from harness.workload.suite import Phase, Suite
 
 SCHEMA = "servegate.run/1"
-HEALTH_FIELDS = ("commit", "version", "model", "backend", "device", "dtype", "config")
+HEALTH_FIELDS = ("commit", "version", "model", "backend", "device", "dtype", "runtime", "config")
 
 
 @dataclass(slots=True)

@@ -11,8 +11,9 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.files import write_atomic
-from harness.report.report import slug, template_env, to_plain
-from harness.report.tables import centre, fmt_interval, fmt_ratio, fmt_value
+from harness.report.report import slug, template_env, to_plain, unique_stem, write_result
+from harness.report.summary import reproduce, sweep_shas
+from harness.report.tables import centre, fmt_interval, fmt_ratio, fmt_value, machine_lines
 from harness.runs.plan import ArmPlan
 from harness.stats.compare import EXIT_MEANING
 from harness.sweep.plots import plot_latency_throughput, plot_throughput, plot_ttft
@@ -178,24 +179,26 @@ def render_markdown(result: dict, plots: dict[str, str]) -> str:
         r=result,
         j=result["judgement"],
         headline=headline(result),
+        reproduce_line=reproduce(result.get("command", ""), sweep_shas(result)),
         plots=plots,
         metrics=TABLE_METRICS,
         curve_rows=curve_rows(result),
         verdict_rows=verdict_rows(result),
         counter_rows=counter_rows(result),
-        machine=runs[0].get("machine", {}) if runs else {},
+        machine=machine_lines(runs[0].get("machine", {}) if runs else {}),
         level=_level,
         goodput=_goodput,
     )
 
 
 def write_sweep_report(result: dict, out_dir: Path) -> Path:
-    """Write <stem>.json, <stem>.md and <stem>-{throughput,ttft,latency}.png; return the .md."""
+    """Write <stem>.json (slim) and .raw.json.gz, <stem>.md and
+    <stem>-{throughput,ttft,latency}.png; return the .md."""
     result = to_plain(result)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    stem = report_stem(result)
-    write_atomic(out_dir / f"{stem}.json", json.dumps(result, indent=1) + "\n")  # data first
+    stem = unique_stem(out_dir, report_stem(result), result["created"])
+    write_result(result, out_dir, stem)  # the data first
     draw = {"throughput": plot_throughput, "ttft": plot_ttft, "latency": plot_latency_throughput}
     plots = {}
     for kind, plot in draw.items():
