@@ -292,3 +292,12 @@ def test_no_python_none_no_empty_table_no_raw_bytes_and_a_pinned_reproduce(tmp_p
     text = write_report(full, tmp_path / "pinned").read_text()
     assert "harness ab --base aaa1111deadbeef --head bbb2222feedface --suite chat-4c" in text
     assert "- memory: 8.0 GiB" in text and "range [" in text
+
+
+def test_two_results_of_one_day_and_arms_get_two_names_and_a_rerender_keeps_its_own(tmp_path):
+    first = write_report(ab_result(), tmp_path)
+    later = ab_result() | {"created": "2026-07-14T17:05:09+00:00"}
+    second = write_report(later, tmp_path)
+    assert second != first and second.name == first.stem + "-170509.md"
+    assert rerender_report(first.with_suffix(".json")) == first  # its own name, not a third
+    assert len(list(tmp_path.glob("*.md"))) == 2

@@ -29,20 +29,22 @@ def plot_rss(rounds: list[dict], labels: dict[str, str], path: Path) -> Path:
         marks: dict[str, list[float]] = {}
         for rnd in runs:
             tl = rnd[arm]["timeline"]
+            start = tl["t"][0] if tl["t"] else 0.0  # each run aligned at its own first sample
+            t = np.asarray(tl["t"], dtype=float) - start
             rss = np.asarray(tl["rss"], dtype=float) / MIB
-            ax.plot(tl["t"], rss, color=ARM_COLORS[arm], alpha=0.55, lw=1)
+            ax.plot(t, rss, color=ARM_COLORS[arm], alpha=0.55, lw=1)
             if rss.size:  # the run's sampled peak, where it happened
                 i = int(np.argmax(rss))
-                ax.plot(tl["t"][i], rss[i], "v", color=ARM_COLORS[arm], ms=6, mec="black", mew=0.5)
-            for t, phase in tl.get("marks", []):
-                ax.axvline(t, color=ARM_COLORS[arm], ls="--", lw=0.7, alpha=0.5)
-                marks.setdefault(phase, []).append(t)
+                ax.plot(t[i], rss[i], "v", color=ARM_COLORS[arm], ms=6, mec="black", mew=0.5)
+            for at, phase in tl.get("marks", []):
+                ax.axvline(at - start, color=ARM_COLORS[arm], ls="--", lw=0.7, alpha=0.5)
+                marks.setdefault(phase, []).append(at - start)
         _name_phases(ax, marks)
         ax.set_title(f"{arm}: {labels.get(arm, arm)} ({len(runs)} runs)", loc="left", fontsize=10)
         ax.set_ylabel("RSS (MiB)")
         ax.grid(alpha=0.3)
     axes[-1].set_xlabel(
-        "seconds since each run's own launch (dashed: its phase starts; triangle: its peak)"
+        "seconds since each run's own start (dashed: its phase starts; triangle: its peak)"
     )
     fig.suptitle("Server RSS over time (process tree), one line per run", fontsize=11)
     fig.savefig(path, dpi=110)
