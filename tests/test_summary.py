@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 from harness_helpers import scripted, unique_marker, write_suite
+from test_exit_codes import SUITE as SCRIPTED_SUITE
 
 from harness.report.summary import ab_summary, bisect_summary, reproduce, sweep_summary
 from harness.stats.compare import compare_rounds
@@ -101,17 +102,7 @@ def test_sweep_and_bisect_summaries_lead_with_their_verdict():
     assert "servegate bisect: INVALID (exit 2)" in lost
 
 
-SUITE = """
-model = "scripted"
-[[phase]]
-name = "load"
-clients = 2
-requests = 6
-prompt_tokens = 8
-max_tokens = 4
-[gate]
-ttft_p50_ms = 0.1
-"""
+SUITE = SCRIPTED_SUITE.format(extra="[gate]\nttft_p50_ms = 0.1")
 
 
 def run_ab(tmp_path: Path, head: str) -> tuple[subprocess.CompletedProcess, Path, Path]:
