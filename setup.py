@@ -11,7 +11,7 @@ setup(
     package_dir=DATA,
     package_data={
         "engine": ["backends/*.cpp", "backends/*.h"],
-        "harness._data.suites": ["*.toml"],
+        "harness._data.suites": ["*.toml", "traces/*.jsonl"],
         "harness._data.templates": ["*.j2"],
     },
 )

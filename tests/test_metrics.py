@@ -83,3 +83,15 @@ def test_record_round_trips_through_its_dict():
     back = RequestRecord.from_dict(d)
     assert back.ttft_s == pytest.approx(r.ttft_s) and back.output_tokens == 11
     assert back.itl_s == pytest.approx(r.itl_s)
+
+
+def test_goodput_counts_the_requests_that_meet_every_limit_per_second():
+    # 10 requests over 1.09 s: TTFT 100..1000 ms, every gap 10 ms (TPOT 10 ms)
+    records = [rec(i=i, send=0.0, ttft=(i + 1) / 10 - 0.09) for i in range(10)]
+    span = max(r.end for r in records)
+    s = latency_stats(records, {"ttft_ms": 500.0})
+    assert s["goodput_req_s"] == pytest.approx(5 / span)  # TTFT 10, 110, ..., 410 ms
+    both = latency_stats(records, {"ttft_ms": 500.0, "tpot_ms": 5.0})
+    assert both["goodput_req_s"] == 0.0  # every TPOT is 10 ms: none meets both
+    assert latency_stats(records)["goodput_req_s"] is None  # no SLO, no goodput
+    assert s["itl_p95_ms"] == pytest.approx(10.0)

@@ -13,8 +13,8 @@ from test_exit_codes import cli
 
 DRY = ("ab", "sweep", "bisect", "run")
 # need saved results or a cache: run for real in test_ab_paths.py, test_summary.py,
-# test_history.py and test_gc.py
-OFFLINE = ("compare", "report", "merge", "history", "publish", "gc")
+# test_history.py, test_gc.py and test_export.py
+OFFLINE = ("compare", "report", "merge", "history", "publish", "gc", "export")
 
 
 def readme_examples() -> list[tuple[list[str], str]]:

@@ -98,3 +98,59 @@ def test_length_distributions_are_seeded_and_bounded():
     uniform = PromptLength("uniform", min=5, max=9).sample(random.Random(1), 200)
     assert set(uniform) == {5, 6, 7, 8, 9}
     assert set(PromptLength("choice", choices=(3, 30)).sample(random.Random(1), 50)) == {3, 30}
+
+
+def test_the_fingerprint_covers_every_field_of_a_phase_that_changes_the_work():
+    """Walk the Phase dataclass: changing any field that changes what is sent (arrival, rate,
+    sampling, lengths, ...) changes the fingerprint; the fields that only judge a run or bound
+    it do not. A new field fails here until it is put on one side or the other."""
+    import dataclasses
+
+    from harness.runs.run import draw_lengths
+    from harness.workload.dataset import Dataset, Item
+    from harness.workload.fingerprint import fingerprint, workload
+    from harness.workload.suite import Phase, PromptLength
+    from harness.workload.trace import Trace, TraceRequest
+
+    judging = {"expect", "max_error_rate", "request_timeout_s", "phase_timeout_s",
+               "max_lateness_ms"}  # fmt: skip
+    rate = Phase("main", arrival="rate", rate=2.0, clients=2, requests=4, max_tokens=8)
+    burst = Phase("main", arrival="burst", clients=2, requests=4, max_tokens=8)
+    chat = Phase("main", clients=2, requests=4, max_tokens=8, endpoint="chat")
+    requests = (TraceRequest(0.0, 16, 4), TraceRequest(250.0, 24, 4, (1, 2)))
+    replay = Phase("main", arrival="trace", trace=Trace("a", "digest", requests), requests=2)
+    changes = {
+        "name": (rate, {"name": "other"}),
+        "arrival": (rate, {"arrival": "concurrency", "rate": None}),
+        "clients": (rate, {"clients": 3}),
+        "requests": (rate, {"requests": 5}),
+        "rate": (rate, {"rate": 3.0}),
+        "seed": (rate, {"seed": 1}),
+        "prompt_tokens": (rate, {"prompt_tokens": PromptLength(value=65)}),
+        "prefix_tokens": (rate, {"prefix_tokens": 8}),
+        "max_tokens": (rate, {"max_tokens": 9}),
+        "ignore_eos": (rate, {"ignore_eos": False}),
+        "temperature": (rate, {"temperature": 0.8}),
+        "endpoint": (rate, {"endpoint": "chat"}),
+        "bursts": (burst, {"bursts": 2}),
+        "burstiness": (rate, {"burstiness": 0.5}),
+        "ramp": (rate, {"ramp": "linear", "ramp_to": 4.0}),
+        "ramp_to": (dataclasses.replace(rate, ramp="linear", ramp_to=4.0), {"ramp_to": 6.0}),
+        "trace": (replay, {"trace": Trace("b", "other digest", replay.trace.requests)}),
+        "time_scale": (replay, {"time_scale": 0.5}),
+        "dataset": (rate, {"dataset": Dataset("d.jsonl", "digest", (Item("hello there"),))}),
+        "turns": (chat, {"turns": 3}),
+        "think_time_s": (dataclasses.replace(chat, turns=2), {"think_time_s": 1.5}),
+    }
+    bounds = {"max_error_rate": 0.1, "request_timeout_s": 5.0, "phase_timeout_s": 60.0,
+              "expect": (), "max_lateness_ms": 5.0}  # fmt: skip
+    fields = {f.name for f in dataclasses.fields(Phase)}
+    assert fields == set(changes) | judging, fields ^ (set(changes) | judging)
+
+    def fp(phase: Phase) -> str:
+        return fingerprint(workload("s", [(phase, draw_lengths(phase))], None))
+
+    for name, (base, change) in changes.items():
+        assert fp(dataclasses.replace(base, **change)) != fp(base), name
+    for name in judging:
+        assert fp(dataclasses.replace(rate, **{name: bounds[name]})) == fp(rate), name

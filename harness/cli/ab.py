@@ -27,6 +27,7 @@ from harness.cli.options import (
     report_options,
     side_options,
     sides_from,
+    workload_options,
 )
 from harness.cli.outputs import OutputError, writable_dir, writable_file
 from harness.report.display import LiveProgress
@@ -37,7 +38,7 @@ from harness.runs.ab import ABRunner, ab_result
 from harness.runs.plan import default_refs, label_arms, plan_arm, unsampled_memory
 from harness.stats.compare import EXIT_MEANING, ComparisonError
 from harness.stats.verdict import clear_pass
-from harness.workload.suite import SuiteError, load_suite
+from harness.workload.suite import SuiteError, load_suite, override
 
 EXIT_INVALID = 2
 
@@ -198,6 +199,7 @@ def write_summary(render: Callable[[], str], summary_file: Path | None) -> None:
     help="Build and serve each git ref as servegate.toml's [server.isolated] says (this "
     "repository: its own virtual environment, built once per sha).",
 )
+@workload_options
 @api_key_option
 @dry_run_option
 @report_options
@@ -217,6 +219,11 @@ def ab(
     ready_timeout,
     quiet,
     summary_file,
+    clients,
+    requests,
+    prompt_tokens,
+    max_tokens,
+    rate,
     **side_opts,
 ):
     """A/B two builds or two configurations under the same load and gate on the result.
@@ -240,7 +247,8 @@ def ab(
     console = Console(stderr=True)
     try:
         sides = default_refs(sides_from(side_opts, base_ref, head_ref))
-        suite = load_suite(suite_name)
+        suite = override(load_suite(suite_name), clients=clients, requests=requests,
+                         prompt_tokens=prompt_tokens, max_tokens=max_tokens, rate=rate)  # fmt: skip
         writable_dir(out_dir)
         if summary_file:
             writable_file(summary_file)

@@ -21,10 +21,18 @@ from harness.arms.worktrees import RefError
 from harness.cli import signals
 from harness.cli.ab import EXIT_INVALID, InputError, ab, compare, input_error, report
 from harness.cli.bisect import bisect
+from harness.cli.export import export
 from harness.cli.gc import gc
 from harness.cli.history import history, publish
 from harness.cli.merge import merge
-from harness.cli.options import SECONDS, api_key_option, arm_context, dry_run_option, print_plan
+from harness.cli.options import (
+    SECONDS,
+    api_key_option,
+    arm_context,
+    dry_run_option,
+    print_plan,
+    workload_options,
+)
 from harness.cli.outputs import OutputError, writable_file
 from harness.cli.sweep import sweep
 from harness.files import write_atomic
@@ -32,7 +40,7 @@ from harness.report.display import LiveProgress, print_run
 from harness.runs.machine import harness_version
 from harness.runs.plan import Side, default_refs, plan_arm
 from harness.runs.run import run_arm
-from harness.workload.suite import SuiteError, load_suite, shipped
+from harness.workload.suite import SuiteError, load_suite, override, shipped
 
 
 class GuardedGroup(click.Group):
@@ -72,6 +80,7 @@ def main() -> None:
     harness history DIR                steps in the results of successive commits of main
     harness publish DIR --out SITE     a static site of those histories, one chart each
     harness gc                         remove cached commit worktrees unused for 14 days
+    harness export RUN.json --out F    a run in vLLM's `bench serve` result shape
     harness suites                     list the shipped load suites
     harness run --suite smoke          start the working tree's server cold and measure it
     harness run --suite smoke --serve-cmd "llama-server -m M.gguf --port {port}"
@@ -135,6 +144,7 @@ def main() -> None:
     help="Seconds to wait for the server to answer /health.",
 )
 @click.option("--quiet", is_flag=True, help="No live progress display.")
+@workload_options
 @api_key_option
 @dry_run_option
 def run(
@@ -149,6 +159,11 @@ def run(
     out,
     ready_timeout,
     quiet,
+    clients,
+    requests,
+    prompt_tokens,
+    max_tokens,
+    rate,
     api_key,
     dry_run,
 ) -> None:
@@ -166,7 +181,8 @@ def run(
     harness run --suite smoke --ref main~3
     """
     try:
-        suite = load_suite(suite_name)
+        suite = override(load_suite(suite_name), clients=clients, requests=requests,
+                         prompt_tokens=prompt_tokens, max_tokens=max_tokens, rate=rate)  # fmt: skip
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         out = writable_file(out or Path("results/runs") / f"{stamp}-{suite.name}.json")
         sides = default_refs({"arm": Side(ref, "", "", serve_cmd, url, pid)})
@@ -239,6 +255,7 @@ main.add_command(merge)
 main.add_command(history)
 main.add_command(publish)
 main.add_command(gc)
+main.add_command(export)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ class Finite(click.ParamType):
 
 
 SECONDS = Finite(0, math.inf, "number of seconds > 0")
+RATE = Finite(0, math.inf, "rate > 0 (requests per second)")
 
 
 def check_rounds(rounds: int, max_rounds: int) -> None:
@@ -75,6 +76,48 @@ def report_options(command: Callable) -> Callable:
                 "to FILE; it also goes to $GITHUB_STEP_SUMMARY when that is set.",
             ),
         )
+    ):
+        command = option(command)
+    return command
+
+
+def workload_options(command: Callable) -> Callable:
+    """--clients, --requests, --prompt-tokens, --max-tokens and --rate: replace the suite's in
+    every measured phase (a first look without writing TOML; the fingerprint follows)."""
+    for option in reversed(
+        (
+            click.option(
+                "--clients",
+                type=click.IntRange(1),
+                default=None,
+                help="Concurrent clients in every measured phase [default: the suite's].",
+            ),
+            click.option(
+                "--requests",
+                type=click.IntRange(1),
+                default=None,
+                help="Requests per measured phase [default: the suite's].",
+            ),
+            click.option(
+                "--prompt-tokens",
+                type=click.IntRange(1),
+                default=None,
+                help="Every prompt exactly this many tokens [default: the suite's].",
+            ),
+            click.option(
+                "--max-tokens",
+                type=click.IntRange(1),
+                default=None,
+                help="Output tokens per request [default: the suite's].",
+            ),
+            click.option(
+                "--rate",
+                type=Finite(0, math.inf, "rate > 0"),
+                default=None,
+                metavar="REQ_S",
+                help="Poisson arrivals at this many requests/s instead of the suite's arrival.",
+            ),
+        )  # fmt: skip
     ):
         command = option(command)
     return command

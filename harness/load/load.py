@@ -1,18 +1,19 @@
-"""The load generator: streaming OpenAI requests fired by burst, closed-loop concurrency or a
-seeded Poisson rate, each timed from send to first content chunk to end of stream."""
+"""The load generator: streaming OpenAI requests fired by burst, closed-loop concurrency or at
+seeded arrival times (arrivals.py), each timed from send to first content chunk to end of
+stream."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
 import json
-import random
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 
 import aiohttp
 
+from harness.load.arrivals import arrival_offsets
 from harness.load.prompts import Prompt
 from harness.load.record import RequestRecord
 from harness.workload.suite import Phase
@@ -38,23 +39,14 @@ def make_session(
     )
 
 
-def arrival_offsets(phase: Phase) -> list[float] | None:
-    """Due times (seconds after the phase start), or None for closed-loop concurrency."""
-    if phase.arrival == "concurrency":
-        return None
-    if phase.arrival == "burst":
-        return [0.0] * phase.requests
-    rng, t, out = random.Random(phase.seed), 0.0, []
-    for _ in range(phase.requests):
-        out.append(t)
-        t += rng.expovariate(phase.rate)
-    return out
-
-
-def request_body(phase: Phase, model: str, prompt: str) -> tuple[str, dict]:
+def request_body(
+    phase: Phase, model: str, prompt: str | list[dict], max_tokens: int | None = None
+) -> tuple[str, dict]:
+    """The path and JSON body of one streamed request; a chat prompt is one user message, or
+    the whole conversation so far (a list of messages)."""
     body = {
         "model": model,
-        "max_tokens": phase.max_tokens,
+        "max_tokens": max_tokens or phase.max_tokens,
         "temperature": phase.temperature,
         "stream": True,
         "stream_options": {"include_usage": True},
@@ -62,7 +54,8 @@ def request_body(phase: Phase, model: str, prompt: str) -> tuple[str, dict]:
     if phase.ignore_eos:
         body["ignore_eos"] = True
     if phase.endpoint == "chat":
-        return "/v1/chat/completions", body | {"messages": [{"role": "user", "content": prompt}]}
+        messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
+        return "/v1/chat/completions", body | {"messages": messages}
     return "/v1/completions", body | {"prompt": prompt}
 
 
@@ -103,7 +96,9 @@ class LoadDriver:
         phase_end = self.now() + phase.phase_timeout_s
 
         async def one(i: int, start: float) -> RequestRecord:
-            rec = RequestRecord(phase.name, i, prompts[i].tokens, phase.max_tokens)
+            rec = RequestRecord(
+                phase.name, i, prompts[i].tokens, prompts[i].max_tokens or phase.max_tokens
+            )
             if offsets is not None:
                 due = start + offsets[i % len(offsets)]
                 await self._sleep_until(min(due, phase_end))
@@ -122,12 +117,62 @@ class LoadDriver:
             on_done(rec)
             return rec
 
+        if phase.turns > 1:
+            return await self._conversations(phase, prompts, offsets, slots, phase_end, on_done)
         records: list[RequestRecord] = []
         for b in range(phase.bursts):  # a gone server: the later bursts record "not sent"
             start, first = self.now(), b * phase.requests
             batch = range(first, first + phase.requests)
             records += await asyncio.gather(*(one(i, start) for i in batch))
         return records
+
+    async def _conversations(
+        self,
+        phase: Phase,
+        prompts: list[Prompt],
+        offsets: list[float] | None,
+        slots: asyncio.Semaphore,
+        phase_end: float,
+        on_done: Callable[[RequestRecord], None],
+    ) -> list[RequestRecord]:
+        """`requests` conversations of `turns` chat requests each, at most `clients` at once:
+        turn k+1 sends the conversation so far, the server's own answers included, plus a new
+        user message, `think_time_s` after turn k ended. A turn that fails ends its
+        conversation (its later turns are recorded as not sent)."""
+        start = self.now()
+
+        async def conversation(c: int) -> list[RequestRecord]:
+            if offsets is not None:
+                await self._sleep_until(min(start + offsets[c], phase_end))
+            out, messages, reason = [], [], ""
+            async with slots:
+                for k in range(phase.turns):
+                    i = c * phase.turns + k
+                    rec = RequestRecord(phase.name, i, prompts[i].tokens, phase.max_tokens)
+                    rec.turn = k + 1
+                    due_at_start = offsets is not None and k == 0  # later turns follow answers
+                    rec.arrival = start + offsets[c] if due_at_start else self.now()
+                    left = phase_end - self.now()
+                    if reason or self.stop.is_set() or left <= 0:
+                        why = reason or ("the server was gone" if self.stop.is_set()
+                                         else phase_deadline(phase))  # fmt: skip
+                        rec.arrival = rec.send = rec.end = self.now()
+                        rec.error = f"not sent: {why}"
+                    else:
+                        messages.append({"role": "user", "content": prompts[i].text})
+                        answer: list[str] = []
+                        await self.request(phase, messages, rec, left, answer)
+                        messages.append({"role": "assistant", "content": "".join(answer)})
+                        if not rec.ok:
+                            reason = f"turn {k + 1} of this conversation failed"
+                        elif k + 1 < phase.turns and phase.think_time_s:
+                            await self._sleep_until(self.now() + phase.think_time_s)
+                    on_done(rec)
+                    out.append(rec)
+            return out
+
+        done = await asyncio.gather(*(conversation(c) for c in range(phase.requests)))
+        return [rec for conv in done for rec in conv]
 
     async def _sleep_until(self, due: float) -> None:
         delay = due - self.now()
@@ -136,11 +181,16 @@ class LoadDriver:
                 await asyncio.wait_for(self.stop.wait(), delay)
 
     async def request(
-        self, phase: Phase, prompt: str, rec: RequestRecord, left_s: float = float("inf")
+        self,
+        phase: Phase,
+        prompt: str | list[dict],
+        rec: RequestRecord,
+        left_s: float = float("inf"),
+        answer: list[str] | None = None,
     ) -> None:
         """Stream one request into `rec`, within its deadline and what is left of the phase's;
-        any failure is recorded on it, never raised."""
-        path, body = request_body(phase, self.model, prompt)
+        any failure is recorded on it, never raised. `answer`, when given, collects the text."""
+        path, body = request_body(phase, self.model, prompt, rec.max_tokens)
         rec.send = self.now()
         deadline = min(phase.request_deadline_s, left_s)
         try:
@@ -150,7 +200,7 @@ class LoadDriver:
                     if resp.status != 200:
                         rec.error = _error_text(await resp.text())
                     else:
-                        await self._read_stream(resp, rec)
+                        await self._read_stream(resp, rec, answer)
         except TimeoutError:
             rec.error = (
                 request_deadline(phase)
@@ -161,7 +211,9 @@ class LoadDriver:
             rec.error = f"{type(exc).__name__}: {exc}"[:500]
         rec.end = self.now()
 
-    async def _read_stream(self, resp: aiohttp.ClientResponse, rec: RequestRecord) -> None:
+    async def _read_stream(
+        self, resp: aiohttp.ClientResponse, rec: RequestRecord, answer: list[str] | None = None
+    ) -> None:
         last, done = None, False
         async for raw in resp.content:
             line = raw.strip()
@@ -178,14 +230,20 @@ class LoadDriver:
                 return
             rec.response_id = rec.response_id or event.get("id")
             if isinstance(event.get("usage"), dict):
-                rec.output_tokens = event["usage"].get("completion_tokens")
-                rec.usage_prompt_tokens = event["usage"].get("prompt_tokens")
+                usage = event["usage"]
+                rec.output_tokens = usage.get("completion_tokens")
+                rec.usage_prompt_tokens = usage.get("prompt_tokens")
+                details = usage.get("prompt_tokens_details")
+                if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
+                    rec.cached_tokens = details["cached_tokens"]
             for choice in event.get("choices") or []:
                 delta = choice.get("delta")
                 text = choice.get("text") or (
                     delta.get("content") if isinstance(delta, dict) else None
                 )
                 if text:
+                    if answer is not None:
+                        answer.append(text)
                     if last is None:
                         rec.first_token = now
                     else:

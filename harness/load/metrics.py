@@ -10,10 +10,12 @@ import pandas as pd
 from harness.load.record import RequestRecord
 
 SUMMARY_KEYS = (
-    "ttft_p50_ms", "ttft_p95_ms", "ttft_p99_ms", "tpot_ms", "itl_p50_ms", "e2e_p50_ms",
-    "e2e_p95_ms", "tok_s", "req_s", "errors", "peak_rss_bytes", "peak_rss_sampled_bytes",
-    "peak_device_bytes", "startup_s",
+    "ttft_p50_ms", "ttft_p95_ms", "ttft_p99_ms", "tpot_ms", "itl_p50_ms", "itl_p95_ms",
+    "e2e_p50_ms", "e2e_p95_ms", "queue_p50_ms", "queue_p95_ms", "tok_s", "req_s",
+    "goodput_req_s", "errors", "peak_rss_bytes", "peak_rss_sampled_bytes", "peak_device_bytes",
+    "startup_s",
 )  # fmt: skip
+SLO_COLUMNS = {"ttft_ms": "ttft_ms", "tpot_ms": "tpot_ms", "e2e_ms": "e2e_ms"}
 
 
 def frame(records: list[RequestRecord]) -> pd.DataFrame:
@@ -36,9 +38,23 @@ def frame(records: list[RequestRecord]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(rows[0]) if rows else ["phase", "ok"])
 
 
-def latency_stats(records: list[RequestRecord]) -> dict:
+def goodput(ok: pd.DataFrame, slo: dict[str, float], span: float) -> float | None:
+    """Requests per second that met every limit in `slo` (DistServe's goodput, as vLLM's
+    `--goodput` counts it): a request without a value a limit needs (no TPOT for one token)
+    is held to the others. None without limits or without a span."""
+    if not slo or span <= 0:
+        return None
+    met = pd.Series(True, index=ok.index)
+    for key, limit in slo.items():
+        values = ok[SLO_COLUMNS[key]]
+        met &= values.isna() | (values <= limit)
+    return float(met.sum()) / span
+
+
+def latency_stats(records: list[RequestRecord], slo: dict[str, float] | None = None) -> dict:
     """Latency, throughput and error scalars over `records` (any number of phases).
-    tok_s and req_s divide by the sum of each phase's span (first send -> last completion)."""
+    tok_s, req_s and goodput divide by the sum of each phase's span (first send -> last
+    completion)."""
     df = frame(records)
     ok = df[df["ok"]] if len(df) else df
     itl = [g * 1e3 for r in records if r.ok for g in r.itl_s]
@@ -53,6 +69,7 @@ def latency_stats(records: list[RequestRecord]) -> dict:
         "ttft_p99_ms": _q(ok, "ttft_ms", 0.99),
         "tpot_ms": _q(ok, "tpot_ms", 0.50),
         "itl_p50_ms": float(pd.Series(itl).quantile(0.5)) if itl else None,
+        "itl_p95_ms": float(pd.Series(itl).quantile(0.95)) if itl else None,
         "e2e_p50_ms": _q(ok, "e2e_ms", 0.50),
         "e2e_p95_ms": _q(ok, "e2e_ms", 0.95),
         "queue_p50_ms": _q(ok, "queue_ms", 0.50),
@@ -60,25 +77,29 @@ def latency_stats(records: list[RequestRecord]) -> dict:
         "output_tokens": tokens,
         "tok_s": tokens / span if span > 0 else None,
         "req_s": len(ok) / span if span > 0 else None,
+        "goodput_req_s": goodput(ok, slo or {}, span) if len(ok) else None,
+        "cached_tokens_mean": _mean(r.cached_tokens for r in records if r.ok),
+        "served_prompt_tokens_mean": _mean(r.usage_prompt_tokens for r in records if r.ok),
         "token_mismatches": int(df["mismatch"].sum()) if len(df) else 0,
         "usage_missing": int(ok["usage_missing"].sum()) if len(ok) else 0,
     }
 
 
 def run_summary(
-    records: list[RequestRecord], phase_memory: list[dict], startup_s: float | None
+    records: list[RequestRecord],
+    phase_memory: list[dict],
+    startup_s: float | None,
+    slo: dict[str, float] | None = None,
 ) -> dict:
     """The run's `summary`: latency over every measured request, memory peaks as the max over
-    phases (None when no phase knew the value)."""
-    stats = latency_stats(records)
+    phases (None when no phase knew the value), goodput against the suite's `slo`."""
+    stats = latency_stats(records, slo)
     summary = {k: stats[k] for k in SUMMARY_KEYS if k in stats}
     summary["peak_rss_bytes"] = _max(m.get("peak_rss_bytes") for m in phase_memory)
     summary["peak_rss_sampled_bytes"] = _max(m.get("peak_rss_sampled_bytes") for m in phase_memory)
     summary["peak_device_bytes"] = _max(m.get("peak_device_bytes") for m in phase_memory)
     summary["startup_s"] = startup_s
-    extra = {
-        k: stats[k] for k in ("queue_p50_ms", "queue_p95_ms", "token_mismatches", "usage_missing")
-    }
+    extra = {k: stats[k] for k in ("token_mismatches", "usage_missing")}
     return {k: summary[k] for k in SUMMARY_KEYS} | extra
 
 
@@ -98,6 +119,12 @@ def _q(df: pd.DataFrame, col: str, q: float) -> float | None:
 
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else seconds * 1e3
+
+
+def _mean(values) -> float | None:
+    """The mean of the values a server reported (None when it reported none)."""
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
 
 
 def _max(values) -> int | None:

@@ -50,12 +50,18 @@ class PhaseResult:
     expect: list[ExpectOutcome] = field(default_factory=list)
 
     def as_dict(self) -> dict:
-        return {
+        out = {
             "window": [round(t, 6) for t in self.window],
             "stats": latency_stats(self.records),
             "memory": self.memory,
             "expect": [o.as_dict() for o in self.expect],
         }
+        turns = sorted({r.turn for r in self.records})
+        if len(turns) > 1:  # conversations: the same scalars per turn index
+            out["turns"] = {
+                str(k): latency_stats([r for r in self.records if r.turn == k]) for k in turns
+            }
+        return out
 
 
 async def run_phase(

@@ -11,6 +11,9 @@ from dataclasses import dataclass
 
 import aiohttp
 
+from harness.workload.dataset import Item
+from harness.workload.trace import BLOCK_TOKENS, Trace
+
 WORDS = (  # noqa: SIM905 (one line of words reads better than a column)
     "the time people year way day man thing woman life child world school state family "
     "student group country problem hand part place case week company system program question "
@@ -32,6 +35,7 @@ class PromptError(RuntimeError):
 class Prompt:
     text: str
     tokens: int  # as counted by the tokenizer in use (the target, unless approximated)
+    max_tokens: int | None = None  # this request's own output length (a trace's); else the phase's
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,3 +174,44 @@ async def build_prompts(
             return await fit(counter, length, random.Random(s), prefix, chat)
 
     return list(await asyncio.gather(*(one(n, s) for n, s in zip(lengths, seeds, strict=True))))
+
+
+async def build_trace_prompts(
+    counter: TokenCounter, trace: Trace, seed: int, chat: bool
+) -> list[Prompt]:
+    """One prompt per trace request, of its exact input length, made of blocks: the text of
+    hash id k is the same wherever k appears (BLOCK_TOKENS tokens, seeded by k), so requests
+    that share hash ids share that prefix, as the trace says; the last block is fitted to
+    the length. Each prompt carries the request's output length."""
+    blocks: dict[int, str] = {}
+
+    async def block(h: int) -> str:
+        if h not in blocks:
+            blocks[h] = (await fit(counter, BLOCK_TOKENS, random.Random(seed * 1_000_003 + h))).text
+        return blocks[h]
+
+    out = []
+    for i, req in enumerate(trace.requests):
+        whole = [h for k, h in enumerate(req.hash_ids) if (k + 1) * BLOCK_TOKENS < req.input_length]
+        prefix = " ".join([await block(h) for h in whole])
+        prompt = await fit(counter, req.input_length, random.Random(seed + i), prefix, chat)
+        out.append(Prompt(prompt.text, prompt.tokens, req.output_length))
+    return out
+
+
+async def dataset_prompts(
+    counter: TokenCounter, items: list[Item], chat: bool, max_tokens: int
+) -> list[Prompt]:
+    """A dataset's prompts as they are, each counted by the server's tokenizer; the output
+    length is the item's (a ShareGPT reply counted the same way), at most `max_tokens`."""
+    limit = asyncio.Semaphore(8)
+
+    async def one(item: Item) -> Prompt:
+        async with limit:
+            tokens = await counter.count(item.prompt, chat)
+            out = item.output_length
+            if out is None and item.reply:
+                out = await counter.count(item.reply, False)
+            return Prompt(item.prompt, tokens, min(out or max_tokens, max_tokens))
+
+    return list(await asyncio.gather(*(one(item) for item in items)))

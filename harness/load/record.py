@@ -24,6 +24,8 @@ class RequestRecord:
     error: str = ""
     finish_reason: str | None = None
     response_id: str | None = None  # the stream's "id", to match the server's own logs
+    turn: int = 1  # in a conversation (turns > 1): which turn this request is
+    cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens, if reported
 
     @property
     def ok(self) -> bool:

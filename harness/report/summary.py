@@ -8,7 +8,7 @@ import os
 import shlex
 from pathlib import Path
 
-from harness.report.tables import metric_rows
+from harness.report.tables import metric_rows, moved_rows
 from harness.stats.compare import EXIT_MEANING
 
 MARK = {"REGRESSION": "❌", "INVALID": "⛔", "INCONCLUSIVE": "⚠️"} | dict.fromkeys(
@@ -76,6 +76,9 @@ def ab_summary(ab: dict, report: str | None) -> str:
     lines = [headline("ab", comp["verdict"], comp["exit_code"], what, _why(comp)), ""]
     lines.append(metric_table(comp))
     lines += ["", f"{comp['rounds']} round(s); base and head: geometric means over rounds."]
+    if ab.get("rounds") and (moved := moved_rows(ab)):
+        said = ", ".join(f"{m['name']} {m['change']} {m['ci_pct']}" for m in moved)
+        lines.append(f"Not gated, but moved: {said}.")
     lines += [f"- {line}" for line in comp["invalid"] + comp["warnings"]]
     return (
         "\n".join([*lines, *_tail(reproduce(ab.get("command", ""), arm_shas(ab)), report)]) + "\n"

@@ -8,7 +8,7 @@ import math
 from statistics import median
 
 from harness.runs.machine import machine_identity
-from harness.stats.compare import EXIT_MEANING
+from harness.stats.compare import EXIT_MEANING, compare_metric
 from harness.stats.verdict import clear_change
 
 KEY_METRICS = ("ttft_p50_ms", "ttft_p95_ms", "e2e_p50_ms", "tok_s", "peak_rss_bytes", "errors")
@@ -119,6 +119,39 @@ def metric_rows(comparison: dict) -> list[dict]:
                 "mde": fmt_mde(m),
             }
         )
+    return rows
+
+
+LATENCIES = ("ttft_p50_ms", "ttft_p95_ms", "itl_p50_ms", "itl_p95_ms", "tpot_ms", "e2e_p50_ms",
+             "e2e_p95_ms", "queue_p95_ms", "tok_s")  # fmt: skip
+
+
+def moved_rows(ab: dict) -> list[dict]:
+    """The latencies the suite does not gate that moved in this A/B (their 95% CI excludes 1):
+    shown, never judged, so a change the gate cannot see is still in front of the reader."""
+    gated = {m["name"] for m in ab["comparison"]["metrics"]}
+    paired = [r for r in ab["rounds"] if r.get("base") and r.get("head")]
+    rows = []
+    for name in LATENCIES:
+        if name in gated:
+            continue
+        base = [r["base"]["summary"].get(name) for r in paired]
+        head = [r["head"]["summary"].get(name) for r in paired]
+        if len(base) < 2 or any(v is None or v <= 0 for v in [*base, *head]):
+            continue
+        m = compare_metric(name, base, head, 0.0)
+        if m.ci_low is not None and (m.ci_low > 1 or m.ci_high < 1):
+            row = {"name": name, "ratio": m.ratio, "ci_low": m.ci_low, "ci_high": m.ci_high,
+                   "method": m.method, "base": base, "head": head}  # fmt: skip
+            rows.append(
+                {
+                    "name": name,
+                    "base": fmt_value(name, centre(row, "base")),
+                    "head": fmt_value(name, centre(row, "head")),
+                    "change": fmt_change(m.ratio),
+                    "ci_pct": fmt_interval(row, pct=True),
+                }
+            )
     return rows
 
 

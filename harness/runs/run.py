@@ -21,7 +21,13 @@ from harness.load.load import LoadDriver, make_session
 from harness.load.memory import HWM_SUPPORTED, MemoryEndpoint
 from harness.load.metrics import run_summary
 from harness.load.phase import PhaseResult, Probes, Progress, run_phase
-from harness.load.prompts import PromptError, TokenCounter, build_prompts
+from harness.load.prompts import (
+    PromptError,
+    TokenCounter,
+    build_prompts,
+    build_trace_prompts,
+    dataset_prompts,
+)
 from harness.load.sampler import Sampler
 from harness.runs.machine import git_commit, harness_version, machine_facts
 from harness.runs.validity import judge
@@ -50,6 +56,11 @@ def start_arm(arm: Arm, log_path: Path, ready_timeout_s: float = 120.0) -> Start
 
 
 def draw_lengths(phase: Phase) -> list[int]:
+    """Each request's prompt length: the trace's, else drawn from the phase's seed."""
+    if phase.trace is not None:
+        return [r.input_length for r in phase.trace.requests]
+    if phase.dataset is not None:  # the server's tokenizer counts them: prompts_sha256 holds them
+        return []
     return phase.prompt_tokens.sample(random.Random(phase.seed), phase.total_requests)
 
 
@@ -95,9 +106,10 @@ def run_arm(
     records = [r for p in phases for r in p.records]
     memory = [p.memory for p in phases]
     rates = {p.name: p.max_error_rate for p in suite.phases}
-    valid, reasons = judge(phases, extras.get("error"), exit_code if crashed else None, rates)
+    late = {p.name: p.max_lateness_ms for p in suite.phases if p.trace is not None}
+    valid, reasons = judge(phases, extras.get("error"), exit_code if crashed else None, rates, late)
     lengths = [(p, draw_lengths(p)) for p in suite.phases]
-    facts = workload(suite.name, lengths, extras.get("prompts_sha256"))
+    facts = workload(suite.name, lengths, extras.get("prompts_sha256"), suite.slo)
     server_info = {
         "url": server.url,
         "pid": server.pid,
@@ -122,7 +134,7 @@ def run_arm(
         "invalid_reasons": reasons,
         "fingerprint": fingerprint(facts),
         "workload": facts,
-        "summary": run_summary(records, memory, server.startup_s),
+        "summary": run_summary(records, memory, server.startup_s, suite.slo),
         "phases": {p.name: p.as_dict() for p in phases},
         "counters": {p.name: p.counters for p in phases},
         "timeline": timeline.as_dict() if timeline else {"t": [], "rss": [], "marks": []},
@@ -182,12 +194,7 @@ async def _drive(
         )  # fmt: skip
         plan = ([suite.warmup] if suite.warmup else []) + list(suite.phases)
         try:
-            prompts = {
-                p.name: await build_prompts(
-                    counter, draw_lengths(p), p.prefix_tokens, p.seed, p.endpoint == "chat"
-                )
-                for p in plan
-            }
+            prompts = {p.name: await _prompts(counter, p) for p in plan}
         except PromptError as exc:
             return [], None, extras | {"error": f"prompts: {exc}"}
         chat = any(p.endpoint == "chat" for p in plan)
@@ -207,6 +214,16 @@ async def _drive(
         if sampler:
             sampler.mark("end")
         return results, warmup, extras
+
+
+async def _prompts(counter: TokenCounter, phase: Phase) -> list:
+    chat = phase.endpoint == "chat"
+    if phase.trace is not None:
+        return await build_trace_prompts(counter, phase.trace, phase.seed, chat)
+    if phase.dataset is not None:
+        items = phase.dataset.sample(phase.total_requests, phase.seed)
+        return await dataset_prompts(counter, items, chat, phase.max_tokens)
+    return await build_prompts(counter, draw_lengths(phase), phase.prefix_tokens, phase.seed, chat)
 
 
 async def _served_model(session: aiohttp.ClientSession, base: str, wanted: str) -> str:

@@ -12,10 +12,12 @@ def judge(
     error: str | None,
     exit_code: int | None,
     max_error_rate: dict[str, float] | None = None,
+    max_lateness_ms: dict[str, float] | None = None,
 ) -> tuple[bool, list[str]]:
     """Return (valid, reasons); each reason is one line a person can act on. A phase may
     lose up to its suite's `max_error_rate` of requests (default half) and stay valid, but not
-    one to a deadline or to a stream longer than its max_tokens."""
+    one to a deadline or to a stream longer than its max_tokens. A replayed trace whose sends
+    fell behind its schedule by more than `max_lateness_ms` (p99) is not the trace."""
     reasons = []
     if exit_code is not None:
         where = f" during phase {phases[-1].name!r}" if phases else ""
@@ -37,6 +39,16 @@ def judge(
                 f"phase {phase.name!r}: {share} {total} requests failed (the suite allows "
                 f"{allowed:.0%}; first: {failed[0].error or 'HTTP ' + str(failed[0].status)})"
             )
+        bound = (max_lateness_ms or {}).get(phase.name)
+        late = sorted((r.send - r.arrival) * 1e3 for r in phase.records if r.status or r.ok)
+        if bound is not None and late:
+            p99 = late[min(len(late) - 1, int(0.99 * len(late)))]
+            if p99 > bound:
+                reasons.append(
+                    f"phase {phase.name!r}: the replay fell behind its trace: p99 send lateness "
+                    f"{p99:.1f} ms > {bound:g} ms (max_lateness_ms); more clients or a slower "
+                    "time_scale"
+                )
         for outcome in phase.expect:
             if outcome.status != "fail":
                 continue

@@ -15,8 +15,10 @@ class Verdict(StrEnum):
     NA = "n/a"
 
 
-LOWER_IS_BETTER_PREFIXES = ("ttft_", "e2e_", "tpot", "itl_", "peak_", "startup_", "errors")
-HIGHER_IS_BETTER = ("tok_s", "req_s")
+LOWER_IS_BETTER_PREFIXES = (
+    "ttft_", "e2e_", "tpot", "itl_", "queue_", "peak_", "startup_", "errors",
+)  # fmt: skip
+HIGHER_IS_BETTER = ("tok_s", "req_s", "goodput_req_s")
 
 
 def lower_is_better(metric: str) -> bool:

@@ -11,11 +11,18 @@ import json
 from harness.workload.suite import Phase
 
 
-def workload(suite: str, phases: list[tuple[Phase, list[int]]], prompts: str | None) -> dict:
+def workload(
+    suite: str,
+    phases: list[tuple[Phase, list[int]]],
+    prompts: str | None,
+    slo: dict[str, float] | None = None,
+) -> dict:
     """The fingerprinted facts; `phases` pairs each phase with its drawn prompt lengths and
-    `prompts` is the digest of the prompt texts sent (None when none could be built)."""
+    `prompts` is the digest of the prompt texts sent (None when none could be built). The
+    suite's SLO, when it has one, too: goodput under other limits is another number."""
     return {
         "suite": suite,
+        **({"slo": dict(sorted(slo.items()))} if slo else {}),
         "prompts_sha256": prompts,
         "phases": [
             {
@@ -31,8 +38,13 @@ def workload(suite: str, phases: list[tuple[Phase, list[int]]], prompts: str | N
                 "ignore_eos": p.ignore_eos,
                 "temperature": p.temperature,
                 "endpoint": p.endpoint,
-                # only when set, so that one-burst workloads keep their earlier fingerprints
+                # only when set, so that workloads without them keep their fingerprints
                 **({"bursts": p.bursts} if p.bursts != 1 else {}),
+                **({"burstiness": p.burstiness} if p.burstiness != 1.0 else {}),
+                **({"ramp": p.ramp, "ramp_to": p.ramp_to} if p.ramp else {}),
+                **({"trace_sha256": p.trace.digest, "time_scale": p.time_scale} if p.trace else {}),
+                **({"dataset_sha256": p.dataset.digest} if p.dataset else {}),
+                **({"turns": p.turns, "think_time_s": p.think_time_s} if p.turns > 1 else {}),
             }
             for p, lengths in phases
         ],

@@ -12,14 +12,18 @@ ARRAY = list
 
 SUITE = {
     "name": str, "description": str, "model": str, "flags": (str, ARRAY, TABLE), "warmup": TABLE,
-    "phase": ARRAY, "gate": TABLE,
+    "phase": ARRAY, "gate": TABLE, "slo": TABLE,
 }  # fmt: skip
 PHASE = {
     "name": str, "arrival": str, "clients": int, "requests": int, "rate": NUMBER, "seed": int,
     "prompt_tokens": (int, TABLE), "prefix_tokens": int, "max_tokens": int, "ignore_eos": bool,
     "temperature": NUMBER, "endpoint": str, "expect": TABLE, "max_error_rate": NUMBER,
-    "bursts": int, "request_timeout_s": NUMBER, "phase_timeout_s": NUMBER,
+    "bursts": int, "request_timeout_s": NUMBER, "phase_timeout_s": NUMBER, "burstiness": NUMBER,
+    "ramp": str, "ramp_to": NUMBER, "stages": ARRAY, "trace": str, "time_scale": NUMBER,
+    "max_lateness_ms": NUMBER, "dataset": str, "turns": int, "think_time_s": NUMBER,
 }  # fmt: skip
+STAGE = {"rate": NUMBER, "duration_s": NUMBER}
+SLO = {"ttft_ms": NUMBER, "tpot_ms": NUMBER, "e2e_ms": NUMBER}  # a request's limits (goodput)
 DIST = {"dist": str, "min": int, "max": int, "mean": NUMBER, "std": NUMBER, "choices": ARRAY}
 TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
               dict: "a table", list: "an array"}  # fmt: skip

@@ -6,17 +6,24 @@ from __future__ import annotations
 import math
 import random
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from harness.files import shipped_dir
 from harness.workload import schema
+from harness.workload.dataset import Dataset, DatasetError, read_dataset
 from harness.workload.expect import ExpectError, ExpectRule, parse_rule
+from harness.workload.trace import Trace, TraceError, read_trace
 
 SUITES_DIR = shipped_dir("suites")
-ARRIVALS = ("burst", "concurrency", "rate")
+ARRIVALS = ("burst", "concurrency", "rate", "trace")
+RAMPS = ("", "linear", "exponential")
 ENDPOINTS = ("completions", "chat")
-GATE_KEYS = ("ttft_p50_ms", "ttft_p95_ms", "tok_s", "peak_rss_bytes", "peak_device_bytes")
+GATE_KEYS = (
+    "ttft_p50_ms", "ttft_p95_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p95_ms", "tpot_ms",
+    "e2e_p50_ms", "e2e_p95_ms", "queue_p50_ms", "queue_p95_ms", "tok_s", "req_s",
+    "goodput_req_s", "peak_rss_bytes", "peak_device_bytes",
+)  # the run summary's own names (docs/run-json.md); goodput needs an [slo] table  # fmt: skip
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,79}")
 ANY_SERVER = "*"  # `flags = "..."`: for whichever server the suite runs against
 SLACK_KEY = "memory_slack_mib"  # absolute slack of the memory rule, beside the tolerances
@@ -74,6 +81,15 @@ class Phase:
     bursts: int = 1  # burst arrival: this many bursts of `requests`, each after the last ended
     request_timeout_s: float | None = None  # one request, send to finish; None: request_deadline
     phase_timeout_s: float = 900.0  # the whole phase; requests still out then are errors
+    burstiness: float = 1.0  # rate arrival: gamma gaps of this shape (1: Poisson; < 1 burstier)
+    ramp: str = ""  # rate arrival: "linear" or "exponential" from `rate` to `ramp_to`
+    ramp_to: float | None = None  # the rate (requests/s) a ramp ends at
+    trace: Trace | None = None  # trace arrival: the requests to replay, at their timestamps
+    time_scale: float = 1.0  # trace arrival: 0.5 replays twice as fast
+    max_lateness_ms: float = 50.0  # trace arrival: a p99 send lateness above this is INVALID
+    dataset: Dataset | None = None  # prompts (and output lengths) sampled from a local file
+    turns: int = 1  # > 1: each of `requests` is a conversation of this many chat turns
+    think_time_s: float = 0.0  # between a conversation's answer and its next user message
 
     def __post_init__(self) -> None:
         where = f"phase {self.name!r}"
@@ -97,6 +113,39 @@ class Phase:
             raise SuiteError(f'{where}: bursts is only meaningful with arrival = "burst"')
         if self.arrival != "rate" and self.rate is not None:
             raise SuiteError(f'{where}: rate is only meaningful with arrival = "rate"')
+        if not (_finite(self.burstiness) and self.burstiness > 0):
+            raise SuiteError(f"{where}: burstiness must be a finite number > 0 (1 is Poisson)")
+        if self.ramp not in RAMPS:
+            raise SuiteError(f"{where}: ramp must be linear or exponential")
+        if (self.burstiness != 1.0 or self.ramp) and self.arrival != "rate":
+            raise SuiteError(f'{where}: burstiness and ramp need arrival = "rate"')
+        if bool(self.ramp) != (self.ramp_to is not None):
+            raise SuiteError(f"{where}: a ramp needs both ramp and ramp_to")
+        if (self.arrival == "trace") != (self.trace is not None):
+            raise SuiteError(f'{where}: arrival = "trace" and a trace file go together')
+        if self.trace is not None and self.requests != len(self.trace.requests):
+            raise SuiteError(f"{where}: requests must be the trace's {len(self.trace.requests)}")
+        if isinstance(self.turns, bool) or not isinstance(self.turns, int) or self.turns < 1:
+            raise SuiteError(f"{where}: turns must be a positive integer")
+        if not (_finite(self.think_time_s) and self.think_time_s >= 0):
+            raise SuiteError(f"{where}: think_time_s must be a finite number >= 0")
+        if self.turns > 1 and (
+            self.endpoint != "chat" or self.arrival not in ("concurrency", "burst")
+            or self.bursts > 1 or self.dataset is not None
+        ):  # fmt: skip
+            raise SuiteError(
+                f'{where}: turns > 1 needs endpoint = "chat" and arrival = "concurrency" or '
+                '"burst" (one burst), with generated prompts'
+            )
+        if self.dataset is not None and (self.trace is not None or self.prefix_tokens):
+            raise SuiteError(f"{where}: a dataset's prompts take no trace and no prefix_tokens")
+        for key in ("time_scale", "max_lateness_ms"):
+            if not (_finite(getattr(self, key)) and getattr(self, key) > 0):
+                raise SuiteError(f"{where}: {key} must be a finite number > 0")
+        if self.ramp_to is not None and not (_finite(self.ramp_to) and self.ramp_to > 0):
+            raise SuiteError(
+                f"{where}: ramp_to must be a finite rate > 0 (a ramp cannot end at or below 0)"
+            )
         rate = self.max_error_rate
         if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 <= rate <= 1:
             raise SuiteError(f"{where}: max_error_rate must be a fraction from 0 to 1")
@@ -111,8 +160,9 @@ class Phase:
 
     @property
     def total_requests(self) -> int:
-        """Every request the phase sends: `requests` per burst times `bursts`."""
-        return self.requests * self.bursts
+        """Every request the phase sends: `requests` per burst times `bursts`, times `turns`
+        (each of a conversation's turns is a request)."""
+        return self.requests * self.bursts * self.turns
 
 
 def _finite(x: object) -> bool:
@@ -130,10 +180,42 @@ class Suite:
     warmup: Phase | None = None
     gate: dict[str, float] = field(default_factory=dict)
     memory_slack_bytes: int = DEFAULT_MEMORY_SLACK
+    slo: dict[str, float] = field(default_factory=dict)  # per-request limits goodput counts
 
     def flags_for(self, server: str) -> str:
         """The suite's flags for the server named `server` (its project's or program's name)."""
         return self.flags.get(server, self.flags.get(ANY_SERVER, ""))
+
+
+OVERRIDES = ("clients", "requests", "prompt_tokens", "max_tokens", "rate")
+
+
+def override(suite: Suite, **given: int | float | None) -> Suite:
+    """The suite with every measured phase's `clients`, `requests`, `prompt_tokens` (an exact
+    length), `max_tokens` or `rate` (arrival = "rate") replaced where given: a first look
+    needs no TOML. The phases change, so the fingerprint does; a value a phase cannot take is
+    a SuiteError naming the option."""
+    changes = {k: v for k, v in given.items() if v is not None}
+    if unknown := set(changes) - set(OVERRIDES):
+        raise SuiteError(f"cannot override {', '.join(sorted(unknown))}")
+    if not changes:
+        return suite
+    steps = {k: {k: v} for k, v in changes.items()}  # applied in turn: an error names its own
+    if "prompt_tokens" in steps:
+        steps["prompt_tokens"] = {
+            "prompt_tokens": PromptLength(value=int(changes["prompt_tokens"]))
+        }
+    if "rate" in steps:
+        steps["rate"] |= {"arrival": "rate", "bursts": 1}
+    phases = []
+    for phase in suite.phases:
+        for key, step in steps.items():
+            try:
+                phase = replace(phase, **step)
+            except SuiteError as exc:
+                raise SuiteError(f"--{key.replace('_', '-')}: {exc}") from None
+        phases.append(phase)
+    return replace(suite, phases=tuple(phases))
 
 
 def resolve(name_or_path: str) -> Path:
@@ -173,7 +255,10 @@ def parse_suite(data: dict, path: Path) -> Suite:
     raw_phases = data.get("phase")
     if not isinstance(raw_phases, list) or not raw_phases:
         raise SuiteError("at least one [[phase]] table is required")
-    phases = tuple(_phase(p, f"phase{i + 1}") for i, p in enumerate(raw_phases))
+    here = path.parent
+    phases = tuple(
+        p for i, raw in enumerate(raw_phases) for p in _phases(raw, f"phase{i + 1}", here)
+    )
     names = [p.name for p in phases]
     if len(set(names)) != len(names) or "warmup" in names:
         raise SuiteError(f"phase names must be unique and not 'warmup', got {names}")
@@ -188,6 +273,12 @@ def parse_suite(data: dict, path: Path) -> Suite:
     for key, tol in gate.items():
         if isinstance(tol, bool) or not isinstance(tol, int | float) or not 0 <= tol < 10:
             raise SuiteError(f"gate.{key} must be a relative tolerance like 0.10, got {tol!r}")
+    slo = dict(schema.check_table(data.get("slo", {}), schema.SLO, "slo"))
+    for key, limit in slo.items():
+        if not (_finite(limit) and limit > 0):
+            raise SuiteError(f"slo.{key} must be a number of milliseconds > 0, got {limit!r}")
+    if "goodput_req_s" in gate and not slo:
+        raise SuiteError("gate.goodput_req_s needs an [slo] table (ttft_ms, tpot_ms, e2e_ms)")
     raw_flags = data.get("flags", "")
     by_server = raw_flags if isinstance(raw_flags, dict) else {ANY_SERVER: raw_flags}
     flags = {name: _flags(value, f"flags.{name}") for name, value in by_server.items()}
@@ -204,6 +295,7 @@ def parse_suite(data: dict, path: Path) -> Suite:
         warmup=warmup,
         gate={k: float(v) for k, v in gate.items()},
         memory_slack_bytes=int(slack * 2**20),
+        slo={k: float(v) for k, v in slo.items()},
     )
 
 
@@ -216,12 +308,51 @@ def _flags(value: object, where: str) -> str:
     return value
 
 
-def _phase(raw: object, default_name: str) -> Phase:
+def _phases(raw: object, default_name: str, here: Path = Path(".")) -> list[Phase]:
+    """One [[phase]] table as its phase, or a staged one (`stages = [{rate, duration_s}, ...]`,
+    as inference-perf's staged load) as one rate phase per stage, NAME-1, NAME-2, ..., each
+    with rate x duration_s requests and its own metrics."""
+    if not isinstance(raw, dict) or "stages" not in raw:
+        return [_phase(raw, default_name, here)]
+    name = raw.get("name", default_name)
+    where = f"phase {name!r}: stages"
+    if clash := sorted({"arrival", "rate", "requests", "bursts"} & set(raw)):
+        raise SuiteError(f"{where}: give each stage's rate and duration_s, not {', '.join(clash)}")
+    stages = schema.check_items(raw["stages"], dict, where)
+    if not stages:
+        raise SuiteError(f"{where} must list at least one {{rate, duration_s}}")
+    out = []
+    for i, stage in enumerate(stages, start=1):
+        schema.check_table(stage, schema.STAGE, f"{where}[{i}]")
+        rate, duration = stage.get("rate"), stage.get("duration_s")
+        if not (_finite(rate) and rate > 0 and _finite(duration) and duration > 0):
+            raise SuiteError(f"{where}[{i}]: needs a rate > 0 and a duration_s > 0")
+        requests = max(1, round(rate * duration))
+        table = {k: v for k, v in raw.items() if k != "stages"}
+        table |= {"name": f"{name}-{i}", "arrival": "rate", "rate": rate, "requests": requests}
+        out.append(_phase(table, default_name, here))
+    return out
+
+
+def _phase(raw: object, default_name: str, here: Path = Path(".")) -> Phase:
     if not isinstance(raw, dict):
         raise SuiteError(f"{default_name} must be a table")
     where = f"phase {raw.get('name', default_name)!r}"
     args = dict(schema.check_table(raw, schema.PHASE, where))
     args.setdefault("name", default_name)
+    if "trace" in args:  # a path relative to the suite file; its requests are the phase's
+        try:
+            args["trace"] = read_trace(here / args["trace"])
+        except TraceError as exc:
+            raise SuiteError(f"{where}: {exc}") from None
+        args.setdefault("requests", len(args["trace"].requests))
+        args.setdefault("max_tokens", max(r.output_length for r in args["trace"].requests))
+        args.setdefault("clients", min(len(args["trace"].requests), 256))  # open loop: no wait
+    if "dataset" in args:
+        try:
+            args["dataset"] = read_dataset(here / args["dataset"])
+        except DatasetError as exc:
+            raise SuiteError(f"{where}: {exc}") from None
     args["prompt_tokens"] = _length(args.get("prompt_tokens", 64), args["name"])
     expect = schema.check_values(args.get("expect", {}), (str, *schema.NUMBER), f"{where}: expect")
     try:

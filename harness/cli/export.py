@@ -1,0 +1,45 @@
+"""`harness export`: a saved run in another tool's result shape (vLLM's `bench serve`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from harness.cli.ab import InputError
+from harness.cli.outputs import OutputError, writable_file
+from harness.files import write_atomic
+from harness.report.saved import read_json, runs_of
+from harness.report.vllm_export import vllm_result
+from harness.stats.compare import ComparisonError
+
+
+@click.command()
+@click.argument("run_json", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="The file to write; a run JSON of N runs writes OUT, OUT-2, ... one per run.",
+)
+@click.option("--label", default="servegate", show_default=True, help="vLLM's `label` key.")
+def export(run_json, out, label):
+    """Write the runs of a `harness run` JSON in vLLM's `vllm bench serve --save-result` shape
+    (its keys: completed, request_throughput, output_throughput, mean_/median_/std_/p50..p99_
+    of ttft, tpot, itl and e2el in ms, and the per-request lists), for tools that read those.
+    The runs must keep their per-request records (a run JSON does)."""
+    try:
+        runs = runs_of(read_json(run_json))
+        if not runs or not all(isinstance(r.get("requests"), list) for r in runs):
+            raise ComparisonError(f"{run_json}: no per-request records to export")
+        paths = [out] + [
+            out.with_name(f"{out.stem}-{i}{out.suffix}") for i in range(2, 1 + len(runs))
+        ]
+        for path in paths:
+            writable_file(path)
+    except (ComparisonError, OutputError) as exc:
+        raise InputError(str(exc)) from None
+    for run, path in zip(runs, paths, strict=True):
+        write_atomic(path, json.dumps(vllm_result(run, label), indent=1) + "\n")
+        click.echo(f"vLLM result: {path}")

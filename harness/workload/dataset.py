@@ -1,0 +1,97 @@
+"""Prompts from a local dataset file, sampled by seed: the ShareGPT JSON shape (a list of
+`{"conversations": [{"from": "human", "value": ...}, {"from": "gpt", "value": ...}]}`, the
+first human turn is the prompt and the reply sets the output length) or JSON lines of
+`{"prompt": ..., "output_length": N}` (`output_length` optional). Read and checked whole."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+MAX_DATASET_BYTES = 512 * 2**20
+
+
+class DatasetError(ValueError):
+    """A dataset that cannot be used; the message is one line naming the file."""
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    prompt: str
+    output_length: int | None = None  # tokens; None: count `reply`, else the phase's max_tokens
+    reply: str | None = None  # ShareGPT's answer: its length in the server's tokens is the output
+
+
+@dataclass(frozen=True, slots=True)
+class Dataset:
+    path: str
+    digest: str  # sha256 of the file's bytes
+    items: tuple[Item, ...]
+
+    def sample(self, n: int, seed: int) -> list[Item]:
+        """n items drawn by `seed`: without replacement while there are enough, then again."""
+        rng, out = random.Random(seed), []
+        while len(out) < n:
+            order = list(range(len(self.items)))
+            rng.shuffle(order)
+            out += [self.items[i] for i in order[: n - len(out)]]
+        return out
+
+
+def _sharegpt(doc: list, where: str) -> list[Item]:
+    items = []
+    for k, entry in enumerate(doc):
+        turns = entry.get("conversations") if isinstance(entry, dict) else None
+        if not isinstance(turns, list):
+            raise DatasetError(f"{where}[{k}]: no conversations list (the ShareGPT shape)")
+        texts = [t.get("value") for t in turns if isinstance(t, dict)]
+        if len(texts) >= 1 and isinstance(texts[0], str) and texts[0].strip():
+            reply = texts[1] if len(texts) > 1 and isinstance(texts[1], str) else None
+            items.append(Item(texts[0], None, reply))
+    return items
+
+
+def _jsonl(text: str, where: str) -> list[Item]:
+    items = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            raise DatasetError(f"{where}:{n}: not JSON (a JSON array or JSON lines)") from None
+        prompt = row.get("prompt") if isinstance(row, dict) else None
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise DatasetError(f"{where}:{n}: needs a non-empty string prompt")
+        out = row.get("output_length")
+        if out is not None and (isinstance(out, bool) or not isinstance(out, int) or out < 1):
+            raise DatasetError(f"{where}:{n}: output_length must be an integer >= 1")
+        items.append(Item(prompt, out))
+    return items
+
+
+def read_dataset(path: Path) -> Dataset:
+    path = Path(path)
+    try:
+        if path.stat().st_size > MAX_DATASET_BYTES:
+            raise DatasetError(f"{path}: over {MAX_DATASET_BYTES // 2**20} MiB")
+        data = path.read_bytes()
+    except OSError as exc:
+        raise DatasetError(f"dataset {path}: {exc.strerror or exc}") from None
+    text = data.decode("utf-8", "replace")
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        doc = None
+    if isinstance(doc, list):
+        items = _sharegpt(doc, str(path))
+    elif isinstance(doc, dict):
+        items = _jsonl(text, str(path))
+    else:
+        items = _jsonl(text, str(path))
+    if not items:
+        raise DatasetError(f"{path}: no prompts")
+    return Dataset(str(path), hashlib.sha256(data).hexdigest()[:16], tuple(items))
