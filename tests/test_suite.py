@@ -141,6 +141,7 @@ def test_the_fingerprint_covers_every_field_of_a_phase_that_changes_the_work():
         "dataset": (rate, {"dataset": Dataset("d.jsonl", "digest", (Item("hello there"),))}),
         "turns": (chat, {"turns": 3}),
         "think_time_s": (dataclasses.replace(chat, turns=2), {"think_time_s": 1.5}),
+        "followup_tokens": (dataclasses.replace(chat, turns=2), {"followup_tokens": 9}),
     }
     bounds = {"max_error_rate": 0.1, "request_timeout_s": 5.0, "phase_timeout_s": 60.0,
               "expect": (), "max_lateness_ms": 5.0}  # fmt: skip

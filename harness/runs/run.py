@@ -61,7 +61,12 @@ def draw_lengths(phase: Phase) -> list[int]:
         return [r.input_length for r in phase.trace.requests]
     if phase.dataset is not None:  # the server's tokenizer counts them: prompts_sha256 holds them
         return []
-    return phase.prompt_tokens.sample(random.Random(phase.seed), phase.total_requests)
+    lengths = phase.prompt_tokens.sample(random.Random(phase.seed), phase.total_requests)
+    if phase.followup_tokens is not None:  # a conversation's later user messages
+        lengths = [
+            n if i % phase.turns == 0 else phase.followup_tokens for i, n in enumerate(lengths)
+        ]
+    return lengths
 
 
 def run_arm(

@@ -45,6 +45,7 @@ def workload(
                 **({"trace_sha256": p.trace.digest, "time_scale": p.time_scale} if p.trace else {}),
                 **({"dataset_sha256": p.dataset.digest} if p.dataset else {}),
                 **({"turns": p.turns, "think_time_s": p.think_time_s} if p.turns > 1 else {}),
+                **({"followup_tokens": p.followup_tokens} if p.followup_tokens else {}),
             }
             for p, lengths in phases
         ],

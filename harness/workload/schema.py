@@ -21,6 +21,7 @@ PHASE = {
     "bursts": int, "request_timeout_s": NUMBER, "phase_timeout_s": NUMBER, "burstiness": NUMBER,
     "ramp": str, "ramp_to": NUMBER, "stages": ARRAY, "trace": str, "time_scale": NUMBER,
     "max_lateness_ms": NUMBER, "dataset": str, "turns": int, "think_time_s": NUMBER,
+    "followup_tokens": int,
 }  # fmt: skip
 STAGE = {"rate": NUMBER, "duration_s": NUMBER}
 SLO = {"ttft_ms": NUMBER, "tpot_ms": NUMBER, "e2e_ms": NUMBER}  # a request's limits (goodput)

@@ -90,6 +90,7 @@ class Phase:
     dataset: Dataset | None = None  # prompts (and output lengths) sampled from a local file
     turns: int = 1  # > 1: each of `requests` is a conversation of this many chat turns
     think_time_s: float = 0.0  # between a conversation's answer and its next user message
+    followup_tokens: int | None = None  # turns after the first: their user messages' length
 
     def __post_init__(self) -> None:
         where = f"phase {self.name!r}"
@@ -129,6 +130,11 @@ class Phase:
             raise SuiteError(f"{where}: turns must be a positive integer")
         if not (_finite(self.think_time_s) and self.think_time_s >= 0):
             raise SuiteError(f"{where}: think_time_s must be a finite number >= 0")
+        if self.followup_tokens is not None and (
+            isinstance(self.followup_tokens, bool) or not isinstance(self.followup_tokens, int)
+            or self.followup_tokens < 1 or self.turns < 2
+        ):  # fmt: skip
+            raise SuiteError(f"{where}: followup_tokens must be a positive integer, with turns > 1")
         if self.turns > 1 and (
             self.endpoint != "chat" or self.arrival not in ("concurrency", "burst")
             or self.bursts > 1 or self.dataset is not None
