@@ -40,3 +40,12 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def read_capped(path: Path, limit: int) -> bytes:
+    """A file's bytes, refused past `limit` (a trace, a dataset): ValueError naming the size
+    limit, OSError when it cannot be read."""
+    path = Path(path)
+    if path.stat().st_size > limit:
+        raise ValueError(f"{path}: over {limit // 2**20} MiB")
+    return path.read_bytes()

@@ -32,8 +32,11 @@ def gc(days, dry_run):
     """
     try:
         repo = repo_root(Path.cwd())
-    except RefError as exc:
-        raise InputError(str(exc)) from None
+    except RefError:
+        raise InputError(
+            f"{Path.cwd()} is not inside a git repository: gc cleans the cached worktrees of "
+            "the repository it runs in"
+        ) from None
     now = time.time()
     cached = entries(repo)
     doomed = stale(cached, days, now)

@@ -112,7 +112,7 @@ def workload_options(command: Callable) -> Callable:
             ),
             click.option(
                 "--rate",
-                type=Finite(0, math.inf, "rate > 0"),
+                type=RATE,
                 default=None,
                 metavar="REQ_S",
                 help="Poisson arrivals at this many requests/s instead of the suite's arrival.",

@@ -16,7 +16,7 @@ from harness.files import shipped_dir, write_atomic
 from harness.report import tables
 from harness.report.engagement import engagement
 from harness.report.plots import arms_present, plot_rss, plot_ttft
-from harness.report.saved import load_result
+from harness.report.saved import is_run, load_result
 from harness.report.summary import arm_shas, reproduce
 from harness.stats.power import power_rows, round_walls
 
@@ -134,7 +134,7 @@ def slim(doc: object) -> object:
         return [slim(x) for x in doc]
     if not isinstance(doc, dict):
         return doc
-    if "summary" in doc and "fingerprint" in doc:
+    if is_run(doc):
         count = doc.get("request_count", len(doc.get("requests") or []))
         kept = {k: v for k, v in doc.items() if k not in RAW_KEYS}
         if isinstance(kept.get("server"), dict):  # its fields are lifted from health already
@@ -185,7 +185,7 @@ def has_raw(doc: object) -> bool:
         return any(has_raw(x) for x in doc)
     if not isinstance(doc, dict):
         return False
-    if "summary" in doc and "fingerprint" in doc:
+    if is_run(doc):
         return any(k in doc for k in RAW_KEYS)
     return any(has_raw(v) for v in doc.values())
 

@@ -84,7 +84,7 @@ def runs_of(doc: object, arm: str = "head") -> list[dict]:
         runs = [doc]
     else:
         runs = None
-    if not isinstance(runs, list) or not all(_is_run(r) for r in runs):
+    if not isinstance(runs, list) or not all(is_run(r) for r in runs):
         raise ComparisonError(
             "not a saved result: expected an A/B result's rounds, a run JSON's runs, or runs "
             "with a summary and a fingerprint"
@@ -116,7 +116,8 @@ def check_values(runs: list[dict], metrics: list[str], path: Path) -> None:
                 )
 
 
-def _is_run(run: object) -> bool:
+def is_run(run: object) -> bool:
+    """A run record: what a result holds per arm per round (a summary and a fingerprint)."""
     return isinstance(run, dict) and isinstance(run.get("summary"), dict) and "fingerprint" in run
 
 

@@ -11,6 +11,8 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.files import read_capped
+
 MAX_DATASET_BYTES = 512 * 2**20
 
 
@@ -76,9 +78,9 @@ def _jsonl(text: str, where: str) -> list[Item]:
 def read_dataset(path: Path) -> Dataset:
     path = Path(path)
     try:
-        if path.stat().st_size > MAX_DATASET_BYTES:
-            raise DatasetError(f"{path}: over {MAX_DATASET_BYTES // 2**20} MiB")
-        data = path.read_bytes()
+        data = read_capped(path, MAX_DATASET_BYTES)
+    except ValueError as exc:
+        raise DatasetError(str(exc)) from None
     except OSError as exc:
         raise DatasetError(f"dataset {path}: {exc.strerror or exc}") from None
     text = data.decode("utf-8", "replace")
@@ -86,12 +88,7 @@ def read_dataset(path: Path) -> Dataset:
         doc = json.loads(text)
     except ValueError:
         doc = None
-    if isinstance(doc, list):
-        items = _sharegpt(doc, str(path))
-    elif isinstance(doc, dict):
-        items = _jsonl(text, str(path))
-    else:
-        items = _jsonl(text, str(path))
+    items = _sharegpt(doc, str(path)) if isinstance(doc, list) else _jsonl(text, str(path))
     if not items:
         raise DatasetError(f"{path}: no prompts")
     return Dataset(str(path), hashlib.sha256(data).hexdigest()[:16], tuple(items))

@@ -9,6 +9,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.files import read_capped
+
 BLOCK_TOKENS = 512  # Mooncake's block size: hash id k covers prompt tokens [512 k, 512 (k+1))
 MAX_TRACE_BYTES = 64 * 2**20
 
@@ -47,9 +49,9 @@ def _int(row: dict, key: str, where: str, low: int) -> int:
 def read_trace(path: Path) -> Trace:
     path = Path(path)
     try:
-        if path.stat().st_size > MAX_TRACE_BYTES:
-            raise TraceError(f"{path}: over {MAX_TRACE_BYTES // 2**20} MiB")
-        data = path.read_bytes()
+        data = read_capped(path, MAX_TRACE_BYTES)
+    except ValueError as exc:
+        raise TraceError(str(exc)) from None
     except OSError as exc:
         raise TraceError(f"trace {path}: {exc.strerror or exc}") from None
     rows, last = [], None
