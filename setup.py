@@ -10,7 +10,7 @@ setup(
     packages=find_packages(include=["engine*", "harness*"]) + list(DATA),
     package_dir=DATA,
     package_data={
-        "engine": ["backends/*.cpp", "backends/*.h"],
+        "engine": ["backends/kernels/csrc/*.cpp", "backends/kernels/csrc/*.h"],
         "harness._data.suites": ["*.toml", "traces/*.jsonl"],
         "harness._data.templates": ["*.j2"],
     },

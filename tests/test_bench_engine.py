@@ -7,8 +7,9 @@ measure with `pytest tests/test_bench_engine.py --benchmark-enable`."""
 import pytest
 from conftest import needs_smollm2
 
-from engine.backends import cpu_kernels, load_backend
-from engine.backends.cpu_features import cpu_has_native_bf16
+from engine.backends import load_backend
+from engine.backends.kernels import cpu as cpu_kernels
+from engine.backends.kernels.cpu_features import cpu_has_native_bf16
 from engine.memory import peak_rss_bytes, reset_peak_rss
 from engine.model.load import load_model
 

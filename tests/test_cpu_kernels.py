@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.backends import cpu_kernels
+from engine.backends.kernels import cpu as cpu_kernels
 
 KERNEL = cpu_kernels.decode_attention()
 pytestmark = pytest.mark.skipif(
@@ -151,7 +151,7 @@ def test_prefill_attention_rejects_mixed_dtypes_and_unbuilt_head_sizes():
 def test_rms_norm_and_swiglu_round_as_the_torch_ops_they_replace():
     """bfloat16 RMSNorm and silu(gate) * up, each rounded where torch rounds: equal but for
     exp's and the sum's last bits (a few elements a bfloat16 step or two apart)."""
-    from engine.backends.torch_llama import MLP, RMSNorm
+    from engine.backends.torch.llama import MLP, RMSNorm
 
     torch.manual_seed(0)
     norm = RMSNorm(576, 1e-5).to(torch.bfloat16)
@@ -192,7 +192,7 @@ def test_q4_matvec_matches_the_dequantized_matrix():
     SmolLM2's projections; the float16 d and m of a Q4_1 matrix are exact."""
     import numpy as np
 
-    from engine.backends.torch_int4 import pack_q4
+    from engine.backends.torch.int4 import pack_q4
 
     rng = np.random.default_rng(0)
     matvec = cpu_kernels.q4_matvec()
@@ -216,7 +216,7 @@ def test_q4_weight_t_rebuilds_the_bfloat16_copy_bit_for_bit_and_none_is_kept():
     no such copy; past DENSE_ROWS rows its forward is the copy's GEMM."""
     import numpy as np
 
-    from engine.backends.torch_int4 import DENSE_ROWS, Int4Linear, pack_q4
+    from engine.backends.torch.int4 import DENSE_ROWS, Int4Linear, pack_q4
 
     rng = np.random.default_rng(1)
     weight_t = cpu_kernels.q4_weight_t()
@@ -241,7 +241,7 @@ def test_the_float32_int4_kernels_match_the_dequantized_matrix():
     Q4Weight.dequantize rounds it; an Int4Linear on them keeps no dense copy."""
     import numpy as np
 
-    from engine.backends.torch_int4 import DENSE_ROWS, Int4Linear, pack_q4
+    from engine.backends.torch.int4 import DENSE_ROWS, Int4Linear, pack_q4
 
     rng = np.random.default_rng(2)
     matvec, weight_t = cpu_kernels.q4_matvec_f32(), cpu_kernels.q4_weight_t_f32()

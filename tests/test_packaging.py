@@ -4,6 +4,7 @@ arms from a folder that is no git repository."""
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -30,6 +31,29 @@ def test_no_harness_module_imports_torch_mlx_or_the_engine():
     assert json.loads(out.stdout) == []
 
 
+def _imported_roots(path: Path) -> set[str]:
+    roots = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            roots |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+def test_each_array_library_is_imported_only_in_its_own_backend_room():
+    """torch in backends/torch and backends/kernels (its cpp_extension builds them), mlx in
+    backends/mlx; nothing else in the engine imports either."""
+    rooms = {"torch": {"torch", "kernels"}, "mlx": {"mlx"}}
+    engine = REPO / "engine"
+    for path in engine.rglob("*.py"):
+        parts = path.relative_to(engine).parts
+        room = parts[1] if parts[0] == "backends" and len(parts) > 2 else None
+        for lib in _imported_roots(path) & set(rooms):
+            assert room in rooms[lib], f"{path.relative_to(REPO)} imports {lib}"
+    assert {p.name for p in (engine / "backends").iterdir() if p.suffix in (".cpp", ".h")} == set()
+
+
 @pytest.fixture(scope="module")
 def wheel_env(tmp_path_factory) -> Path:
     """A new venv holding the built wheel; its dependencies are borrowed from this venv's
@@ -42,7 +66,9 @@ def wheel_env(tmp_path_factory) -> Path:
     )  # fmt: skip
     (wheel,) = (root / "dist").glob("servegate-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert {"harness/_data/suites/smoke.toml", "harness/_data/templates/report.md.j2"} <= set(names)
+    shipped = {"harness/_data/suites/smoke.toml", "harness/_data/templates/report.md.j2"}
+    shipped.add("engine/backends/kernels/csrc/cpu_decode.cpp")
+    assert shipped <= set(names)
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")], check=True)
     (site,) = (root / "venv" / "lib").glob("python*/site-packages")
     zipfile.ZipFile(wheel).extractall(site)

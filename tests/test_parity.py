@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from engine.backends import cpu_kernels, load_backend
-from engine.backends.cpu_features import cpu_has_native_bf16
-from engine.backends.torch_backend import TorchBackend
-from engine.backends.torch_int4 import Int4Linear, Int4PairLinear, int4_kernels_available
+from engine.backends import load_backend
+from engine.backends.kernels import cpu as cpu_kernels
+from engine.backends.kernels.cpu_features import cpu_has_native_bf16
+from engine.backends.torch.backend import TorchBackend
+from engine.backends.torch.int4 import Int4Linear, Int4PairLinear, int4_kernels_available
 from engine.model.load import load_model
 
 
@@ -291,7 +292,7 @@ def test_without_native_bf16_auto_picks_int4_on_float32_activations(monkeypatch)
     in one call (cpu_block.cpp in float32), and logits within float32 rounding of the float32
     path on the same dequantized weights (measured 1e-6 on SmolLM2) and of the same blocks as
     torch ops; without our kernels, float32."""
-    import engine.backends.torch_backend as torch_backend
+    import engine.backends.torch.backend as torch_backend
 
     monkeypatch.setattr(torch_backend, "cpu_has_native_bf16", lambda: False)
     loaded = quantized_tiny()
@@ -396,7 +397,7 @@ def test_a_bfloat16_models_prompt_cache_copy_is_bfloat16_and_exact(tiny):
 def test_the_int4_head_serves_few_rows_and_the_bfloat16_head_many():
     """Two int4 matmuls beat the bfloat16 head up to 8 rows and lose past it (12.5 vs 7.2 ms
     at 16 rows of SmolLM2's head): a 32-slot decode step must not pay for them."""
-    from engine.backends.torch_int4 import PAIR_ROWS
+    from engine.backends.torch.int4 import PAIR_ROWS
 
     model = load_backend("torch", quantized_tiny(), dtype="int4").model
     embed = model.model.embed_tokens.weight

@@ -1,4 +1,5 @@
-"""Compute backends. Only the modules in this package import torch or mlx."""
+"""Compute backends, one room each: torch/, mlx/ and kernels/ (C++ CPU kernels, sources in
+kernels/csrc/). Only those rooms import torch or mlx; this module picks one lazily."""
 
 import platform
 
@@ -23,10 +24,10 @@ def load_backend(
 ) -> Backend:
     name = resolve_backend_name(name)
     if name == "mlx":
-        from engine.backends.mlx_backend import MLXBackend
+        from engine.backends.mlx.backend import MLXBackend
 
         return MLXBackend(loaded, device=device, dtype=dtype)
-    from engine.backends.torch_backend import TorchBackend
+    from engine.backends.torch.backend import TorchBackend
 
     return TorchBackend(loaded, device=device, dtype=dtype)
 

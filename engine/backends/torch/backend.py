@@ -4,8 +4,7 @@ import numpy as np
 import torch
 
 from engine.backends.base import Backend, DeviceMemory
-from engine.backends.cpu_features import cpu_has_native_bf16
-from engine.backends.cpu_kernels import (
+from engine.backends.kernels.cpu import (
     HEAD_DIMS,
     decode_attention,
     decode_layer,
@@ -17,15 +16,16 @@ from engine.backends.cpu_kernels import (
     rms_norm,
     swiglu,
 )
-from engine.backends.kv_pool import KVPool
-from engine.backends.torch_fused_decode import FusedDecode
-from engine.backends.torch_int4 import (
+from engine.backends.kernels.cpu_features import cpu_has_native_bf16
+from engine.backends.torch.fused_decode import FusedDecode
+from engine.backends.torch.int4 import (
     Int4Linear,
     Int4PairLinear,
     fuse_q4,
     int4_kernels_available,
 )
-from engine.backends.torch_llama import Model, RMSNorm, Step, fuse_names
+from engine.backends.torch.kv_pool import KVPool
+from engine.backends.torch.llama import Model, RMSNorm, Step, fuse_names
 from engine.model.load import LoadedModel
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -69,7 +69,7 @@ class TorchBackend(Backend):
         loaded: LoadedModel,
         device: str = "auto",
         dtype: str = "auto",
-        kernels: bool = True,  # our CPU kernels where they build (cpu_kernels.py)
+        kernels: bool = True,  # our CPU kernels where they build (kernels/cpu.py)
         fused: bool = True,  # and, for int4, each block's decode in one call
     ):
         super().__init__(loaded)

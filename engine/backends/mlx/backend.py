@@ -5,7 +5,7 @@ import numpy as np
 from mlx.utils import tree_flatten
 
 from engine.backends.base import Backend, DeviceMemory
-from engine.backends.mlx_llama import Model, Step
+from engine.backends.mlx.llama import Model, Step
 from engine.model.load import LoadedModel
 
 DTYPES = {"float32": mx.float32, "bfloat16": mx.bfloat16, "float16": mx.float16}

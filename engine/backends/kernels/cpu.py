@@ -1,9 +1,9 @@
-"""The engine's own CPU kernels (cpu_decode.cpp, cpu_block.cpp, cpu_prefill.cpp, cpu_q4.cpp,
+"""The engine's own CPU kernels (csrc/: cpu_decode.cpp, cpu_block.cpp, cpu_prefill.cpp, cpu_q4.cpp,
 cpu_q4_f32.cpp), compiled on first use for this CPU.
 
 torch's cpp_extension builds them with -march=native into its extensions folder
 ($TORCH_EXTENSIONS_DIR, else ~/.cache/torch_extensions), once per source, flags, CPU, torch and
-Python: later loads take a fraction of a second. `python -m engine.backends.cpu_kernels` builds
+Python: later loads take a fraction of a second. `python -m engine.backends.kernels.cpu` builds
 them ahead (scripts/install.sh does). Where they cannot be built (no C++ compiler) or
 SERVEGATE_KERNELS=0, the accessors return None and the backend keeps torch's own operators.
 """
@@ -17,16 +17,15 @@ import sys
 import time
 from pathlib import Path
 
-from engine.backends.cpu_features import cpu_flags
+from engine.backends.kernels.cpu_features import cpu_flags
 
 log = logging.getLogger("engine")
+CSRC = Path(__file__).with_name("csrc")
 SOURCES = [
-    Path(__file__).with_name(n)
+    CSRC / n
     for n in ("cpu_decode.cpp", "cpu_block.cpp", "cpu_prefill.cpp", "cpu_q4.cpp", "cpu_q4_f32.cpp")
 ]
-HEADERS = [  # copied beside the sources
-    Path(__file__).with_name(n) for n in ("cpu_common.h", "cpu_kernels.h", "cpu_prefill_tiles.h")
-]
+HEADERS = [CSRC / n for n in ("cpu_common.h", "cpu_kernels.h", "cpu_prefill_tiles.h")]  # copied too
 HEAD_DIMS = (16, 32, 64, 128)  # the head sizes the kernels are built for
 # -fopenmp: at::parallel_for is a header template that runs serially without it (its OpenMP
 # calls bind to torch's own libgomp). Apple's clang has no OpenMP runtime: SIMD only there.
@@ -102,7 +101,7 @@ def prefill_attention():
 
 def rms_norm():
     """`rms_norm(h, weight, eps)` over the rows of a bfloat16 [N, D], rounded as torch rounds
-    RMSNorm's ops (torch_llama.RMSNorm), or None."""
+    RMSNorm's ops (torch/llama.py RMSNorm), or None."""
     m = _module()
     return m.rms_norm if m is not None else None
 
@@ -116,21 +115,21 @@ def swiglu():
 
 def q4_matvec():
     """`q4_matvec(x, codes, d, m)`: a few bfloat16 rows times a Q4_1 matrix packed by
-    torch_int4.pack_q4, or None (not built: the CPU lacks AVX512-BF16)."""
+    torch.int4.pack_q4, or None (not built: the CPU lacks AVX512-BF16)."""
     m = _module()
     return getattr(m, "q4_matvec", None)
 
 
 def q4_weight_t():
     """`q4_weight_t(codes, d, m, out)`: W^T [K, N] in bfloat16 into `out` from a matrix packed
-    by torch_int4.pack_q4, or None (where q4_matvec is None)."""
+    by torch.int4.pack_q4, or None (where q4_matvec is None)."""
     m = _module()
     return getattr(m, "q4_weight_t", None)
 
 
 def q4_matvec_f32():
     """`q4_matvec_f32(x, codes, d, m)`: a few float32 rows times a Q4_1 matrix packed by
-    torch_int4.pack_q4 (float32 out), or None (not built: the CPU lacks AVX2 and FMA)."""
+    torch.int4.pack_q4 (float32 out), or None (not built: the CPU lacks AVX2 and FMA)."""
     m = _module()
     return getattr(m, "q4_matvec_f32", None)
 

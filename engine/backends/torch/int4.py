@@ -78,7 +78,7 @@ def pack_q4(w: Q4Weight) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 
 
 class Int4Linear(nn.Module):
-    """A Q4_1 matrix. Decode's few rows run on our kernel (`matvec`: cpu_kernels.q4_matvec for
+    """A Q4_1 matrix. Decode's few rows run on our kernel (`matvec`: kernels.cpu.q4_matvec for
     bfloat16 activations, q4_matvec_f32 for float32) where it is built, else on torch's
     (bfloat16 only). More rows (prefill) run a GEMM in the activations' dtype: with our kernel
     on W^T rebuilt for each forward (`weight_t`: no dense copy is kept, and the GEMM reads it

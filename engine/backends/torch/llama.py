@@ -12,8 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine.backends.kv_pool import DecodeView, KVCache
-from engine.backends.torch_int4 import PAIR_ROWS
+from engine.backends.torch.int4 import PAIR_ROWS
+from engine.backends.torch.kv_pool import DecodeView, KVCache
 from engine.model.args import ModelArgs
 
 
@@ -33,7 +33,7 @@ class RMSNorm(nn.Module):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(dim))
         self.eps = eps
-        self.kernel = None  # cpu_kernels.rms_norm(), set by the backend for bfloat16 on CPU
+        self.kernel = None  # kernels.cpu.rms_norm(), set by the backend for bfloat16 on CPU
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.kernel is not None:  # the same ops and rounding in one parallel call
@@ -61,8 +61,8 @@ class Attention(nn.Module):
             args.hidden_size, (self.n_heads + 2 * self.n_kv_heads) * self.head_dim, bias=False
         )
         self.o_proj = nn.Linear(self.n_heads * self.head_dim, args.hidden_size, bias=False)
-        self.kernel = None  # cpu_kernels.decode_attention(), set by the backend on CPU
-        self.prefill_kernel = None  # cpu_kernels.prefill_attention(), likewise
+        self.kernel = None  # kernels.cpu.decode_attention(), set by the backend on CPU
+        self.prefill_kernel = None  # kernels.cpu.prefill_attention(), likewise
 
     def forward(self, x, cos, sin, step: Step, layer: int) -> torch.Tensor:
         B, T, _ = x.shape
@@ -125,7 +125,7 @@ class MLP(nn.Module):
         super().__init__()
         self.gate_up_proj = nn.Linear(args.hidden_size, 2 * args.intermediate_size, bias=False)
         self.down_proj = nn.Linear(args.intermediate_size, args.hidden_size, bias=False)
-        self.swiglu = None  # cpu_kernels.swiglu(), set by the backend for bfloat16 on CPU
+        self.swiglu = None  # kernels.cpu.swiglu(), set by the backend for bfloat16 on CPU
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate_up = self.gate_up_proj(x)
@@ -186,7 +186,7 @@ class Model(nn.Module):
         super().__init__()
         self.args = args
         self.model = LlamaModel(args)
-        self.head_int4 = None  # a Q8_0 head on the int4 kernels (torch_int4.Int4PairLinear)
+        self.head_int4 = None  # a Q8_0 head on the int4 kernels (int4.Int4PairLinear)
         if not args.tie_word_embeddings:
             self.lm_head = nn.Linear(args.hidden_size, args.vocab_size, bias=False)
 

@@ -2,16 +2,16 @@
 
 cpu_block.cpp's decode_layer runs a TransformerBlock for the step's rows (RMSNorm, the int4
 QKV projection, RoPE, the KV pool write, attention, o_proj, the residual, RMSNorm, SwiGLU) in
-the model's activations, rounding to bfloat16 where torch_llama.py's ops round (or float32
+the model's activations, rounding to bfloat16 where torch/llama.py's ops round (or float32
 throughout); the embedding, the final norm and the logits stay in torch. On the int4 path the
 ~1,800 small torch ops of a step cost more than its matmuls (docs/performance.md).
 """
 
 import torch
 
-from engine.backends.kv_pool import KVPool
-from engine.backends.torch_int4 import DENSE_ROWS, Int4Linear
-from engine.backends.torch_llama import Model
+from engine.backends.torch.int4 import DENSE_ROWS, Int4Linear
+from engine.backends.torch.kv_pool import KVPool
+from engine.backends.torch.llama import Model
 
 
 def _projection(linear: Int4Linear) -> list[torch.Tensor]:

@@ -1,6 +1,6 @@
 """The Llama architecture in MLX: GQA attention, RoPE (rotate_half), RMSNorm, SwiGLU.
 
-It reads line by line like torch_llama.py: one `Step` tells a forward where its tokens sit and
+It reads line by line like torch/llama.py: one `Step` tells a forward where its tokens sit and
 where their K/V go, so the same model serves padded batched prefill, chunked prefill from a
 cached prefix, and batched decode.
 """
@@ -135,7 +135,7 @@ class Model(nn.Module):
             self.lm_head = nn.Linear(args.hidden_size, args.vocab_size, bias=False)
 
     def init_rope(self) -> None:
-        """cos/sin tables for every position, computed as torch_llama does (float64, then
+        """cos/sin tables for every position, computed as torch/llama.py does (float64, then
         float32) so both backends rotate identically; `_` keeps them out of the parameters."""
         a = self.args
         inv_freq = 1.0 / a.rope_theta ** (

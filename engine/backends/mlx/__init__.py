@@ -1,0 +1,1 @@
+"""The MLX backend (Apple Metal, CUDA, CPU)."""
