@@ -263,3 +263,27 @@ def test_the_float32_int4_kernels_match_the_dequantized_matrix():
         assert (linear(x[:1, :3]) - x[:1, :3] @ dense.T).abs().max() <= 1e-5 * 64
     with pytest.raises(RuntimeError, match="do not fit"):
         matvec(torch.zeros(1, 128), *pack_q4(w))
+
+
+NAME = "from engine.backends.kernels.cpu import _build_name; print(_build_name())"
+
+
+def test_each_virtual_environment_builds_in_its_own_folder(tmp_path):
+    """A second venv on this machine with the same torch and Python (its packages borrowed
+    from this one by a path entry) gets another build folder; the same venv keeps its own."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "v")], check=True)
+    (site,) = (tmp_path / "v" / "lib").glob("python*/site-packages")
+    here = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]
+    (site / "borrowed.pth").write_text("\n".join([*here, str(cpu_kernels.CSRC.parents[3])]))
+
+    def name(python) -> str:
+        out = subprocess.run([python, "-c", NAME], capture_output=True, text=True, check=True)
+        return out.stdout.strip()
+
+    ours = name(sys.executable)
+    assert ours == cpu_kernels._build_name() == name(sys.executable)
+    assert name(str(tmp_path / "v" / "bin" / "python")) != ours

@@ -4,6 +4,7 @@ import asyncio
 import json
 import signal
 import time
+import urllib.error
 import urllib.request
 
 import aiohttp
@@ -110,6 +111,36 @@ def test_api_key_guards_v1(engine_factory):
     assert code == 200
     with urllib.request.urlopen(eng.url + "/health") as r:  # not under /v1: open
         assert r.status == 200
+
+
+def test_api_key_guards_every_route_but_the_probes_whatever_its_method(engine_factory):
+    """Every route the app registers, GET or POST: 401 without the key, served with it; only
+    /health and /metrics are open. Routes are read from the app itself, so a new one is covered."""
+    from engine.config import resolve_config
+    from engine.guards import OPEN_PATHS
+    from engine.server import build_app
+
+    app = build_app(resolve_config({"model": "tiny"}, {}))
+    routes = {(r.method, r.resource.canonical) for r in app.router.routes() if r.method != "HEAD"}
+    assert {("GET", "/v1/models"), ("GET", "/v1/memory"), ("GET", "/v1/cache/stats")} <= routes
+    eng = engine_factory("--api-key", "sekret")
+    for method, path in sorted(routes):
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Bearer sekret"}):
+            body = json.dumps({"prompt": "hi", "max_tokens": 1, "text": "hi", "tokens": [1]})
+            req = urllib.request.Request(
+                eng.url + path, data=body.encode() if method == "POST" else None, method=method,
+                headers={"Content-Type": "application/json", **headers},
+            )  # fmt: skip
+            try:
+                with urllib.request.urlopen(req, timeout=30) as r:
+                    code = r.status
+            except urllib.error.HTTPError as e:
+                code = e.code
+            keyed = headers.get("Authorization") == "Bearer sekret"
+            if path in OPEN_PATHS or keyed:
+                assert code != 401, (method, path, headers)
+            else:
+                assert code == 401, (method, path, headers)
 
 
 def test_openai_client_streams_a_chat_completion(engine_factory):

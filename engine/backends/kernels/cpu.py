@@ -2,10 +2,11 @@
 cpu_q4_f32.cpp), compiled on first use for this CPU.
 
 torch's cpp_extension builds them with -march=native into its extensions folder
-($TORCH_EXTENSIONS_DIR, else ~/.cache/torch_extensions), once per source, flags, CPU, torch and
-Python: later loads take a fraction of a second. `python -m engine.backends.kernels.cpu` builds
-them ahead (scripts/install.sh does). Where they cannot be built (no C++ compiler) or
-SERVEGATE_KERNELS=0, the accessors return None and the backend keeps torch's own operators.
+($TORCH_EXTENSIONS_DIR, else ~/.cache/torch_extensions), once per source, flags, CPU, torch,
+Python and virtual environment: later loads take a fraction of a second.
+`python -m engine.backends.kernels.cpu` builds them ahead (scripts/install.sh does). Where
+they cannot be built (no C++ compiler) or SERVEGATE_KERNELS=0, the accessors return None and
+the backend keeps torch's own operators.
 """
 
 import functools
@@ -40,12 +41,17 @@ def kernels_enabled() -> bool:
 STALE_LOCK_S = 300  # a build takes ~30-60 s: an older lock was left by a killed build
 
 
-def _build_name(torch_version: str) -> str:
-    """A name per source, flags, CPU, torch and Python: -march=native code must not load on
-    another CPU, nor a build against one torch into another."""
+def _build_name() -> str:
+    """A name per source, flags, CPU, torch, Python and environment: -march=native code must
+    not load on another CPU, nor a build against one torch into another; and each virtual
+    environment gets its own folder, since build.ninja holds its include paths (two venvs
+    sharing one rebuilt each other's kernels and waited on each other's lock)."""
+    import torch
+
     h = hashlib.sha256(b"".join(src.read_bytes() for src in SOURCES + HEADERS))
-    key = [*FLAGS, platform.machine(), *sorted(cpu_flags()), torch_version, sys.version]
-    h.update(" ".join(key).encode())
+    env = [torch.__version__, str(Path(torch.__file__).parent), sys.version, sys.prefix]
+    key = [*FLAGS, platform.machine(), *sorted(cpu_flags()), *env]
+    h.update("\0".join(key).encode())
     return f"servegate_cpu_kernels_{h.hexdigest()[:12]}"
 
 
@@ -73,10 +79,9 @@ def _module():
     if not kernels_enabled():
         return None
     try:
-        import torch
         from torch.utils.cpp_extension import load
 
-        name = _build_name(torch.__version__)
+        name = _build_name()
         folder = _build_dir(name)
         log.info("engine: loading the CPU kernels (built once per CPU, in ~1 min)")
         sources = [str(folder / src.name) for src in SOURCES]
