@@ -138,12 +138,16 @@ class MLXBackend(Backend):
             self._check_room(c, 1)
         offsets = [c.length for c in caches]
         with mx.stream(self._device):
+            # one attention over every row's keys: row b sees its first offsets[b] + 1 of S
+            n = mx.array(offsets).reshape(-1, 1, 1, 1) + 1
+            j = mx.arange(max(offsets) + 1).reshape(1, 1, 1, -1)
+            mask = mx.where(j < n, mx.array(0.0, self._dtype), mx.array(-mx.inf, self._dtype))
             step = Step(
                 positions=mx.array(offsets).reshape(-1, 1),
                 caches=caches,
                 offsets=offsets,
                 lengths=[1] * len(caches),
-                mask=None,
+                mask=mask,
                 self_attend=False,
             )
             tokens_in = np.array(tokens, dtype=np.int32).reshape(-1, 1)

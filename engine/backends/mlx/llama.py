@@ -46,8 +46,15 @@ class Step:
     caches: list[KVCache]  # one per row
     offsets: list[int]  # where each row's new tokens start in its cache
     lengths: list[int]  # valid new tokens per row (right padding beyond)
-    mask: mx.array | None  # additive [B, 1, T, S] mask, or None for decode
-    self_attend: bool  # batched prefill: attend over this step's own K/V
+    mask: mx.array  # additive [B, 1, T, S]: S keys, each row's cache from position 0
+    self_attend: bool  # cold batched prefill: attend over this step's own K/V, not the caches
+
+
+def _padded(a: mx.array, S: int) -> mx.array:
+    """A cache layer's first S positions ([KVH, S, D]), zero-padded past its capacity; the
+    mask hides every position past the row's length."""
+    a = a[:, :S]
+    return a if a.shape[1] == S else mx.pad(a, [(0, 0), (0, S - a.shape[1]), (0, 0)])
 
 
 def rotate_half(x: mx.array) -> mx.array:
@@ -73,25 +80,15 @@ class Attention(nn.Module):
         v = self.v_proj(x).reshape(B, T, self.n_kv_heads, self.head_dim).transpose(0, 2, 1, 3)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
-        if step.self_attend:
-            for b, cache in enumerate(step.caches):
-                n = step.lengths[b]
-                cache.update_and_fetch(layer, k[b, :, :n], v[b, :, :n], step.offsets[b])
-            out = mx.fast.scaled_dot_product_attention(q, k, v, scale=self.scale, mask=step.mask)
-        else:
-            out = mx.concatenate(
-                [self._attend_cached(q[b : b + 1], k[b], v[b], step, layer, b) for b in range(B)]
-            )
+        for b, cache in enumerate(step.caches):
+            n = step.lengths[b]
+            cache.update_and_fetch(layer, k[b, :, :n], v[b, :, :n], step.offsets[b])
+        if not step.self_attend:  # attend over each row's cache instead, in one call
+            S = step.mask.shape[-1]
+            k = mx.stack([_padded(c.k[layer], S) for c in step.caches])
+            v = mx.stack([_padded(c.v[layer], S) for c in step.caches])
+        out = mx.fast.scaled_dot_product_attention(q, k, v, scale=self.scale, mask=step.mask)
         return self.o_proj(out.transpose(0, 2, 1, 3).reshape(B, T, -1))
-
-    def _attend_cached(self, q, k, v, step: Step, layer: int, b: int) -> mx.array:
-        """Row b's new K/V (its first lengths[b], the rest is padding) after its prefix."""
-        n, off = step.lengths[b], step.offsets[b]
-        keys, values = step.caches[b].update_and_fetch(layer, k[:, :n], v[:, :n], off)
-        mask = step.mask[b : b + 1, :, :, : off + n] if step.mask is not None else None
-        return mx.fast.scaled_dot_product_attention(
-            q, keys[None], values[None], scale=self.scale, mask=mask
-        )
 
 
 class MLP(nn.Module):
