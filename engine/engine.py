@@ -35,7 +35,7 @@ class Engine:
         self.tokenizer = self.loaded.tokenizer
         self.model_name = self.loaded.name
         self.backend = load_backend(c.backend, self.loaded, device=c.device, dtype=c.dtype)
-        self.loaded.weights, self.loaded.q4, self.loaded.q8 = {}, {}, {}  # the backend has its own
+        self.loaded.drop_weights()  # the backend has its own
         release_freed_memory()
         model_ctx = self.loaded.args.max_position_embeddings
         self.ctx_size = min(c.ctx_size, model_ctx) if c.ctx_size else model_ctx
@@ -74,6 +74,7 @@ class Engine:
             "activations": self.backend.activations,
             "decode_path": self.backend.decode_path,
             "prefill_path": self.backend.prefill_path,
+            "weights_from": self.backend.weights_from,
             "ctx_size": self.ctx_size,
             "kv_budget_bytes": self.kv_budget,
             "config": self.config.public(),

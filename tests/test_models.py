@@ -9,6 +9,7 @@ import gguf
 import numpy as np
 import pytest
 from conftest import needs_smollm2
+from model_files import write_tiny_gguf
 from safetensors.numpy import save_file
 
 from engine.backends import load_backend
@@ -49,62 +50,9 @@ def test_hf_directory_loads_the_same_model(tmp_path):
     np.testing.assert_allclose(last_logits(str(tmp_path)), last_logits("tiny"), atol=0.05)
 
 
-def permute(w: np.ndarray, n_head: int) -> np.ndarray:
-    """llama.cpp's converter (convert_hf_to_gguf.py: LlamaModel.permute)."""
-    return (
-        w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:])
-        .swapaxes(1, 2)
-        .reshape(w.shape)
-    )
-
-
 def test_gguf_file_undoes_llama_cpp_qk_permutation(tmp_path):
     tiny, a = load_model("tiny"), load_model("tiny").args
-    path = tmp_path / "tiny.gguf"
-    w = gguf.GGUFWriter(str(path), "llama")
-    w.add_block_count(a.num_hidden_layers)
-    w.add_context_length(a.max_position_embeddings)
-    w.add_embedding_length(a.hidden_size)
-    w.add_feed_forward_length(a.intermediate_size)
-    w.add_head_count(a.num_attention_heads)
-    w.add_head_count_kv(a.num_key_value_heads)
-    w.add_rope_freq_base(a.rope_theta)
-    w.add_layer_norm_rms_eps(a.rms_norm_eps)
-    vocab = tiny.tokenizer.backend.get_vocab(with_added_tokens=True)
-    tokens = sorted(vocab, key=vocab.get)
-    w.add_tokenizer_model("gpt2")
-    w.add_token_list(tokens)
-    w.add_token_types([3 if t in SPECIAL_TOKENS else 1 for t in tokens])
-    w.add_token_merges([])
-    w.add_eos_token_id(2)
-    names = {
-        "model.embed_tokens.weight": "token_embd.weight",
-        "model.norm.weight": "output_norm.weight",
-    }
-    parts = {
-        "input_layernorm": "attn_norm",
-        "post_attention_layernorm": "ffn_norm",
-        "self_attn.q_proj": "attn_q",
-        "self_attn.k_proj": "attn_k",
-        "self_attn.v_proj": "attn_v",
-        "self_attn.o_proj": "attn_output",
-        "mlp.gate_proj": "ffn_gate",
-        "mlp.up_proj": "ffn_up",
-        "mlp.down_proj": "ffn_down",
-    }
-    for name, t in tiny.weights.items():
-        if name not in names:
-            layer, rest = name.split(".")[2], ".".join(name.split(".")[3:-1])
-            names[name] = f"blk.{layer}.{parts[rest]}.weight"
-        if name.endswith("q_proj.weight"):
-            t = permute(t, a.num_attention_heads)
-        elif name.endswith("k_proj.weight"):
-            t = permute(t, a.num_key_value_heads)
-        w.add_tensor(names[name], t)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    path = write_tiny_gguf(tmp_path / "tiny.gguf")
     loaded = load_model(str(path))
     assert loaded.args.num_key_value_heads == a.num_key_value_heads
     assert loaded.tokenizer.encode("hello") == tiny.tokenizer.encode("hello")

@@ -28,6 +28,7 @@ class Backend(ABC):
     # "fused" (each block one C++ call)
     decode_path = "torch"
     prefill_path = "torch"  # prefill attention: "torch" (SDPA), "kernel" (ours) or "mlx"
+    weights_from = "model file"  # packed int4: "prepared file", "packed" or "packed, then saved"
 
     def __init__(self, loaded: LoadedModel):
         self.args = loaded.args

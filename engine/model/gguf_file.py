@@ -1,18 +1,19 @@
 """Read a llama-architecture GGUF: hyperparameters, weights and the tokenizer."""
 
+from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 
 import numpy as np
-from gguf import GGUFReader
-from gguf.quants import dequantize
 from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers
 from tokenizers import Tokenizer as HFTokenizer
 
 from engine.model.args import ModelArgs
+from engine.model.gguf_reader import GGUFFile, TensorInfo, dequantize
 from engine.model.q4 import Q4Weight, from_q4_1_blocks
 from engine.model.q8 import Q8Weight, from_q8_0_blocks
 from engine.model.tokenizer import Tokenizer
-from engine.model.weights import Weights
+from engine.model.weights import LazyMap, Weights
 
 TENSOR_NAMES = {
     "token_embd.weight": "model.embed_tokens.weight",
@@ -43,9 +44,8 @@ PRE_TOKENIZERS = {
 }
 
 
-def _field(reader: GGUFReader, key: str, default=None):
-    f = reader.fields.get(key)
-    return default if f is None else f.contents()
+def _field(reader: GGUFFile, key: str, default=None):
+    return reader.fields.get(key, default)
 
 
 def _hf_name(gguf_name: str) -> str:
@@ -61,12 +61,12 @@ def _unpermute(w: np.ndarray, n_head: int) -> np.ndarray:
     return w.reshape(n_head, out // n_head // 2, 2, inp).swapaxes(1, 2).reshape(out, inp)
 
 
-def read_args(reader: GGUFReader) -> ModelArgs:
+def read_args(reader: GGUFFile) -> ModelArgs:
     arch = _field(reader, "general.architecture")
     if arch != "llama":
         raise ValueError(f"unsupported GGUF architecture {arch!r} (only 'llama')")
     heads = _field(reader, "llama.attention.head_count")
-    vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
+    vocab = len(reader.fields["tokenizer.ggml.tokens"])
     return ModelArgs(
         hidden_size=_field(reader, "llama.embedding_length"),
         num_hidden_layers=_field(reader, "llama.block_count"),
@@ -81,36 +81,41 @@ def read_args(reader: GGUFReader) -> ModelArgs:
     )
 
 
+def _q4(t: TensorInfo, shape: list[int], heads: int | None) -> Q4Weight:
+    qw = from_q4_1_blocks(t.data, *shape)
+    if heads:
+        qw = qw.permute_rows(_unpermute(np.arange(shape[0])[:, None], heads)[:, 0])
+    return qw
+
+
 def read_weights(
-    reader: GGUFReader, args: ModelArgs
-) -> tuple[Weights, dict[str, Q4Weight], dict[str, Q8Weight]]:
-    """The weights by HF name (Q4_1 and Q8_0 matrices kept as stored and dequantized when
-    read), and those Q4_1 and Q8_0 matrices (Q8_0 only where no row permutation applies:
-    SmolLM2's tied embedding)."""
-    dense, q4, q8 = {}, {}, {}
+    reader: GGUFFile, args: ModelArgs
+) -> tuple[Weights, Mapping[str, Q4Weight], Mapping[str, Q8Weight]]:
+    """The weights by HF name, and the Q4_1 and Q8_0 matrices as stored (Q8_0 only where no
+    row permutation applies: SmolLM2's tied embedding). Quantized matrices are decoded when
+    read, one at a time, from the file's map: a backend that packs them holds one unpacked."""
+    dense, q4, q8, count = {}, {}, {}, 0
     for t in reader.tensors:
         shape = [int(d) for d in reversed(t.shape)]  # GGML [in, out] -> (out, in)
+        count += int(np.prod(shape))
         heads = None
         if t.name.endswith("attn_q.weight"):
             heads = args.num_attention_heads
         elif t.name.endswith("attn_k.weight"):
             heads = args.num_key_value_heads
         name = _hf_name(t.name)
-        kind = t.tensor_type.name
-        if kind == "Q4_1" and len(shape) == 2:
-            qw = from_q4_1_blocks(t.data, *shape)
-            if heads:
-                qw = qw.permute_rows(_unpermute(np.arange(shape[0])[:, None], heads)[:, 0])
-            q4[name] = qw
-        elif kind == "Q8_0" and len(shape) == 2 and not heads:
-            q8[name] = from_q8_0_blocks(t.data, *shape)
+        if t.type_name == "Q4_1" and len(shape) == 2:
+            q4[name] = partial(_q4, t, shape, heads)
+        elif t.type_name == "Q8_0" and len(shape) == 2 and not heads:
+            q8[name] = partial(from_q8_0_blocks, t.data, *shape)
         else:
-            w = dequantize(t.data, t.tensor_type).astype(np.float32, copy=False).reshape(shape)
+            w = dequantize(t)
             dense[name] = _unpermute(w, heads) if heads else w
-    return Weights(dense, {**q4, **q8}), q4, q8
+    q4, q8 = LazyMap(q4), LazyMap(q8)
+    return Weights(dense, {**q4.make, **q8.make}, count), q4, q8
 
 
-def read_tokenizer(reader: GGUFReader) -> Tokenizer:
+def read_tokenizer(reader: GGUFFile) -> Tokenizer:
     model = _field(reader, "tokenizer.ggml.model")
     if model != "gpt2":
         raise ValueError(f"unsupported GGUF tokenizer {model!r} (only GPT-2-style BPE)")
@@ -143,8 +148,8 @@ def read_tokenizer(reader: GGUFReader) -> Tokenizer:
 
 def load_gguf(
     path: Path,
-) -> tuple[ModelArgs, Weights, Tokenizer, dict[str, Q4Weight], dict[str, Q8Weight]]:
-    reader = GGUFReader(str(path))
+) -> tuple[ModelArgs, Weights, Tokenizer, Mapping[str, Q4Weight], Mapping[str, Q8Weight], GGUFFile]:
+    reader = GGUFFile(path)
     args = read_args(reader)
     weights, q4, q8 = read_weights(reader, args)
-    return args, weights, read_tokenizer(reader), q4, q8
+    return args, weights, read_tokenizer(reader), q4, q8, reader

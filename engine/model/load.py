@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.model.args import ModelArgs
+from engine.model.gguf_reader import GGUFFile
 from engine.model.q4 import Q4Weight
 from engine.model.q8 import Q8Weight
 from engine.model.tokenizer import Tokenizer
@@ -28,8 +29,15 @@ class LoadedModel:
     weights: Mapping[str, np.ndarray]  # HF names, float32 (model.weights.Weights for a GGUF)
     tokenizer: Tokenizer
     source: str
-    q4: dict[str, Q4Weight] = field(default_factory=dict)  # Q4_1 matrices as stored (GGUF)
-    q8: dict[str, Q8Weight] = field(default_factory=dict)  # Q8_0 matrices as stored (GGUF)
+    q4: Mapping[str, Q4Weight] = field(default_factory=dict)  # Q4_1 matrices as stored (GGUF)
+    q8: Mapping[str, Q8Weight] = field(default_factory=dict)  # Q8_0 matrices as stored (GGUF)
+    mapped: GGUFFile | None = None  # the file the quantized matrices are read from
+
+    def drop_weights(self) -> None:
+        """Once a backend holds its own copy: forget ours, and the file's resident pages."""
+        self.weights, self.q4, self.q8 = {}, {}, {}
+        if self.mapped is not None:
+            self.mapped.release()
 
     @property
     def param_count(self) -> int:
@@ -60,21 +68,22 @@ def load_model(spec: str) -> LoadedModel:
         return LoadedModel("tiny", TINY_ARGS, tiny_weights(), tiny_tokenizer(), "built-in")
     if spec == "smollm2-135m":
         path = smollm2_gguf_path()
-        from engine.model.gguf_file import load_gguf
-
-        args, weights, tok, q4, q8 = load_gguf(path)
-        return LoadedModel(spec, args, weights, tok, str(path), q4, q8)
+        return LoadedModel(spec, *_gguf(path))
     path = Path(spec).expanduser()
     if path.is_dir() and (path / "config.json").exists():
         from engine.model.hf_dir import load_hf_dir
 
         return LoadedModel(path.name, *load_hf_dir(path), str(path))
     if path.is_file() and path.suffix == ".gguf":
-        from engine.model.gguf_file import load_gguf
-
-        args, weights, tok, q4, q8 = load_gguf(path)
-        return LoadedModel(path.stem, args, weights, tok, str(path), q4, q8)
+        return LoadedModel(path.stem, *_gguf(path))
     raise ModelNotFound(
         f"unknown model {spec!r}: use one of {', '.join(BUILTIN_MODELS)}, a .gguf file, "
         "or a Hugging Face directory with config.json"
     )
+
+
+def _gguf(path: Path) -> tuple:
+    from engine.model.gguf_file import load_gguf
+
+    args, weights, tok, q4, q8, reader = load_gguf(path)
+    return args, weights, tok, str(path), q4, q8, reader

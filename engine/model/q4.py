@@ -21,6 +21,9 @@ class Q4Weight:
         g = self.q.reshape(out, inp // GROUP, GROUP).astype(np.float32)
         return (g * self.d[..., None] + self.m[..., None]).reshape(out, inp)
 
+    def rows(self, i: int, j: int) -> "Q4Weight":
+        return Q4Weight(self.q[i:j], self.d[i:j], self.m[i:j])
+
     def permute_rows(self, perm: np.ndarray) -> "Q4Weight":
         return Q4Weight(self.q[perm], self.d[perm], self.m[perm])
 

@@ -19,6 +19,7 @@ from engine.backends.kernels.cpu import (
 from engine.backends.kernels.cpu_features import cpu_has_native_bf16
 from engine.backends.torch.fused_decode import FusedDecode
 from engine.backends.torch.int4 import (
+    PACK_ROWS,
     Int4Linear,
     Int4PairLinear,
     fuse_q4,
@@ -26,6 +27,8 @@ from engine.backends.torch.int4 import (
 )
 from engine.backends.torch.kv_pool import KVPool
 from engine.backends.torch.llama import Model, RMSNorm, Step, fuse_names
+from engine.backends.torch.prepared import PreparedWeights
+from engine.backends.torch.q8_embedding import Q8Embedding
 from engine.model.load import LoadedModel
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -93,32 +96,53 @@ class TorchBackend(Backend):
         else:
             matvec = q4_matvec() if kernels and cpu else None
             weight_t = q4_weight_t() if matvec else None
+        head = (
+            "lm_head.weight" if "lm_head.weight" in loaded.weights else "model.embed_tokens.weight"
+        )
+        embed = "model.embed_tokens.weight"
+        q8_embed = self.dtype == INT4 and embed in loaded.q8
+        # packed matrices for our kernels, saved once per GGUF and mapped after
+        flavour = f"{self.activations}-{'ours' if matvec else 'torch'}"
+        source = loaded.mapped and loaded.source
+        prepared = PreparedWeights(source if matvec is not None else None, flavour)
         state = {}
         for target, names in fuse_names(loaded.weights).items():
+            if target == embed and q8_embed and (blocks := loaded.q8[embed].blocks) is not None:
+                dim = loaded.args.hidden_size
+                self.model.model.embed_tokens = Q8Embedding(blocks, dim, self._dtype)
+                continue
             if self.dtype == INT4 and all(n in loaded.q4 for n in names):
-                w = fuse_q4([loaded.q4[n] for n in names])
+                packed = prepared.get(target, 3)
+                w = None if packed else fuse_q4([loaded.q4[n] for n in names])
+                linear = Int4Linear(w, self._dtype, matvec, weight_t, packed)
+                if packed is None and linear.matvec is not None:
+                    prepared.put(target, linear.packed)
                 module = self.model.get_submodule(target.removesuffix(".weight"))
                 parent, _, attr = target.removesuffix(".weight").rpartition(".")
-                assert module.weight.shape == w.q.shape, target
-                setattr(
-                    self.model.get_submodule(parent),
-                    attr,
-                    Int4Linear(w, self._dtype, matvec, weight_t),
-                )
+                assert module.weight.shape == (linear.out_features, linear.in_features), target
+                setattr(self.model.get_submodule(parent), attr, linear)
                 continue
-            parts = [loaded.weights[n] for n in names]  # each read dequantizes a quantized one
-            w = parts[0] if len(parts) == 1 else np.concatenate(parts)
-            state[target] = torch.tensor(w, dtype=self._dtype, device=self._device)
+            state[target] = self._dense(loaded, names)
         missing, unexpected = self.model.load_state_dict(state, strict=False, assign=True)
         if missing or unexpected:
             raise ValueError(
                 f"weights do not fit the model: missing {missing[:3]}, unexpected {unexpected[:3]}"
             )
-        head = (
-            "lm_head.weight" if "lm_head.weight" in loaded.weights else "model.embed_tokens.weight"
-        )
         if self.dtype == INT4 and head in loaded.q8:  # the logits on the int4 kernels too
-            self.model.head_int4 = Int4PairLinear(loaded.q8[head], self._dtype, matvec)
+            packed = prepared.get("head/hi", 3), prepared.get("head/lo", 3)
+            shape = (loaded.args.vocab_size, loaded.args.hidden_size)
+            if None in packed:
+                pair = Int4PairLinear(loaded.q8[head], self._dtype, matvec)
+                if matvec is not None:
+                    prepared.put("head/hi", pair.hi)
+                    prepared.put("head/lo", pair.lo)
+            else:
+                pair = Int4PairLinear(None, self._dtype, matvec, packed, shape)
+            self.model.head_int4 = pair
+        saved = prepared.save()
+        if prepared.path is not None:
+            self.weights_from = "prepared file" if prepared.hit else "packed"
+            self.weights_from += ", then saved" if saved else ""
         self.model.init_rope(self._device)
         self.model.eval()
         kernel = decode_attention() if kernels and cpu else None
@@ -140,6 +164,20 @@ class TorchBackend(Backend):
         self.prefill_path = "kernel" if prefill_kernel else "torch"
         self._kv_dtype = self._pick_kv_dtype(kernel is not None)
         self.pool = KVPool(loaded.args, self._kv_dtype, self._device)
+
+    def _dense(self, loaded: LoadedModel, names: list[str]) -> torch.Tensor:
+        """The named matrices (concatenated by rows) in the model's dtype; a quantized one is
+        dequantized a slice of rows at a time (a whole vocabulary in float32 was 113 MB)."""
+        quantized = getattr(loaded.weights, "quantized", {})
+        if len(names) > 1 or names[0] not in quantized:
+            parts = [loaded.weights[n] for n in names]
+            w = parts[0] if len(parts) == 1 else np.concatenate(parts)
+            return torch.tensor(w, dtype=self._dtype, device=self._device)
+        qw = quantized[names[0]]()
+        out = torch.empty(qw.q.shape, dtype=self._dtype)
+        for i in range(0, out.shape[0], PACK_ROWS):
+            out[i : i + PACK_ROWS] = torch.from_numpy(qw.rows(i, i + PACK_ROWS).dequantize())
+        return out.to(self._device)
 
     def _pick_kv_dtype(self, kernel: bool) -> torch.dtype:
         """The model's dtype on CUDA, and on a CPU with the kernel and native bf16 (half the

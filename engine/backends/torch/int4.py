@@ -22,8 +22,6 @@ from engine.model.q4 import GROUP, Q4Weight
 from engine.model.q8 import Q8Weight
 
 DENSE_ROWS = 16  # measured crossover (bf16 GEMM vs int4 kernel): docs/performance.md
-PAIR_ROWS = 8  # Int4PairLinear vs the bf16 head, 49152 x 576: 1.9 vs 5.0 ms at 1 row, 6.3 vs 6.2
-# at 8, 12.5 vs 7.2 at 16, 23.8 vs 10.0 at 32 (docs/performance.md)
 
 
 def int4_kernels_available() -> bool:
@@ -64,17 +62,31 @@ def pack_q4(w: Q4Weight) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     of vector t holding output l's codes for dims 8t+2s+e of a group in nibble s (16 outputs
     side by side), and d and m [N/16, K/32, 16] in float16 (Q4_1's own precision: exact, not
     rounded to bfloat16)."""
-    N, K = w.q.shape
-    q = w.q.astype(np.uint16).reshape(N // 16, 16, K // GROUP, 4, 4, 2)  # [b, l, g, t, s, e]
+    return pack_q4_rows(w.q.shape, lambda i, j: (w.q[i:j], w.d[i:j], w.m[i:j]))
+
+
+def pack_q4_rows(shape: tuple[int, int], rows) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """pack_q4 of the matrix whose rows i:j are `rows(i, j)` (codes, d, m), PACK_ROWS at a time:
+    the widening temporaries stay a few MB (a whole vocabulary's were several 56 MB arrays)."""
+    N, K = shape
+    slices = [_pack_slice(*rows(i, min(i + PACK_ROWS, N)), K) for i in range(0, N, PACK_ROWS)]
+    if len(slices) == 1:
+        return slices[0]
+    return tuple(torch.cat(parts) for parts in zip(*slices, strict=True))
+
+
+def _pack_slice(q: np.ndarray, d: np.ndarray, m: np.ndarray, K: int):
+    n = q.shape[0] // 16
+    q = q.astype(np.uint16).reshape(n, 16, K // GROUP, 4, 4, 2)  # [b, l, g, t, s, e]
     q = q.transpose(0, 2, 3, 1, 5, 4)  # [block, group, t, lane, e, s]
     words = q[..., 0] | q[..., 1] << 4 | q[..., 2] << 8 | q[..., 3] << 12
-    codes = np.ascontiguousarray(words.reshape(N // 16, K // GROUP, 4, 32)).view(np.int16)
+    codes = np.ascontiguousarray(words.reshape(n, K // GROUP, 4, 32)).view(np.int16)
 
     def per_group(a: np.ndarray) -> torch.Tensor:
-        a = a.astype(np.float16).reshape(N // 16, 16, K // GROUP).transpose(0, 2, 1)
+        a = a.astype(np.float16).reshape(n, 16, K // GROUP).transpose(0, 2, 1)
         return torch.from_numpy(np.ascontiguousarray(a))
 
-    return torch.from_numpy(codes), per_group(w.d), per_group(w.m)
+    return torch.from_numpy(codes), per_group(d), per_group(m)
 
 
 class Int4Linear(nn.Module):
@@ -85,14 +97,25 @@ class Int4Linear(nn.Module):
     from cache), else on a dense copy."""
 
     def __init__(
-        self, w: Q4Weight, dtype: torch.dtype = torch.bfloat16, matvec=None, weight_t=None
+        self,
+        w: Q4Weight | None,
+        dtype: torch.dtype = torch.bfloat16,
+        matvec=None,
+        weight_t=None,
+        packed: tuple | None = None,  # pack_q4's output, prepared earlier (w is then None)
     ):
         super().__init__()
-        self.out_features, self.in_features = w.q.shape
+        if packed is not None:
+            self.out_features, self.in_features = (
+                packed[0].shape[0] * 16,
+                packed[0].shape[1] * GROUP,
+            )
+        else:
+            self.out_features, self.in_features = w.q.shape
         self.dtype = dtype
         self.matvec = matvec if self.out_features % 16 == 0 else None
         if self.matvec is not None:
-            self.packed = pack_q4(w)
+            self.packed = packed if packed is not None else pack_q4(w)
         elif dtype == torch.bfloat16:
             self.packed = pack_int4(w.q, w.d, w.m + 8 * w.d, dtype)
         else:  # torch's int4 kernel takes bfloat16 only: the dense copy serves every forward
@@ -116,24 +139,43 @@ class Int4Linear(nn.Module):
 
 
 class Int4PairLinear(nn.Module):
-    """A Q8_0 matrix as two int4 matrices; float32 output. For up to PAIR_ROWS rows: past
-    that the caller's bfloat16 copy is faster."""
+    """A Q8_0 matrix as two int4 matrices; float32 output, for any number of rows (the logits
+    of a decode step or of prefill's last tokens: one rounding whatever the batch)."""
 
-    def __init__(self, w: Q8Weight, dtype: torch.dtype = torch.bfloat16, matvec=None):
+    def __init__(
+        self,
+        w: Q8Weight | None,
+        dtype: torch.dtype = torch.bfloat16,
+        matvec=None,
+        packed: tuple | None = None,  # (hi, lo) as packed here with matvec, prepared earlier
+        shape: tuple[int, int] | None = None,  # w's shape, where w is None
+    ):
         super().__init__()
-        self.out_features, self.in_features = w.q.shape
+        self.out_features, self.in_features = w.q.shape if w is not None else shape
         self.matvec = matvec
-        pad = ((0, -self.out_features % 16), (0, 0))  # the packing wants rows in 16s
-        q, d = np.pad(w.q, pad), np.pad(w.d, pad)  # padded rows: scale 0, so outputs 0
-        hi, lo = (q >> 4) + 8, q & 15  # q = 16*(hi - 8) + lo
-        if matvec is not None:  # w = d*code + m
-            self.hi = pack_q4(Q4Weight(hi.astype(np.uint8), 16 * d, -128 * d))
-            self.lo = pack_q4(Q4Weight(lo.astype(np.uint8), d, np.zeros_like(d)))
+        shape = (self.out_features + -self.out_features % 16, self.in_features)  # rows in 16s
+        if packed is not None:
+            self.hi, self.lo = packed
+        elif matvec is not None:  # w = d*code + m
+            self.hi = pack_q4_rows(shape, lambda i, j: _half(w, i, j, "hi"))
+            self.lo = pack_q4_rows(shape, lambda i, j: _half(w, i, j, "lo"))
         else:  # w = (code - 8)*scale + zero
-            self.hi = pack_int4(hi, 16 * d, np.zeros_like(d), dtype)
+            (hi, d16, _), (lo, d, _) = (_half(w, 0, shape[0], h) for h in ("hi", "lo"))
+            self.hi = pack_int4(hi, d16, np.zeros_like(d), dtype)
             self.lo = pack_int4(lo, d, 8 * d, dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x2 = x.reshape(-1, self.in_features)
         y = int4_mm(x2, self.hi, self.matvec).float() + int4_mm(x2, self.lo, self.matvec).float()
         return y[:, : self.out_features].reshape(*x.shape[:-1], self.out_features)
+
+
+def _half(w: Q8Weight, i: int, j: int, half: str):
+    """Rows i:j of one int4 half of a Q8_0 matrix as (codes, d, m), q = 16*(hi - 8) + lo; rows
+    past the matrix are padding with scale 0 (their outputs 0)."""
+    q, d = w.q[i:j], w.d[i:j]
+    pad = ((0, j - i - q.shape[0]), (0, 0))
+    q, d = np.pad(q, pad), np.pad(d, pad)
+    if half == "hi":
+        return ((q >> 4) + 8).astype(np.uint8), 16 * d, -128 * d
+    return (q & 15).astype(np.uint8), d, np.zeros_like(d)

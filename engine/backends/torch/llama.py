@@ -12,7 +12,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine.backends.torch.int4 import PAIR_ROWS
 from engine.backends.torch.kv_pool import DecodeView, KVCache
 from engine.model.args import ModelArgs
 
@@ -213,7 +212,7 @@ class Model(nn.Module):
         return self.model.norm(h)
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
-        if self.head_int4 is not None and h.numel() <= PAIR_ROWS * h.shape[-1]:
+        if self.head_int4 is not None:
             return self.head_int4(h)
         head = self.model.embed_tokens if self.args.tie_word_embeddings else self.lm_head
         return F.linear(h, head.weight).float()
