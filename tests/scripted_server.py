@@ -24,6 +24,7 @@ def args_parser() -> argparse.ArgumentParser:
     p.add_argument("--ttft-ms", type=float, default=20.0, help="request arrival -> first token")
     p.add_argument("--itl-ms", type=float, default=2.0, help="gap between tokens")
     p.add_argument("--load-ms", type=float, default=0.0, help="answer /health 503 this long")
+    p.add_argument("--load-spike-mb", type=int, default=0, help="touch and free this at start")
     p.add_argument("--spike-mb", type=int, default=0, help="allocate and touch this much ...")
     p.add_argument("--spike-ms", type=float, default=30.0, help="... hold it this long ...")
     p.add_argument("--spike-at", default="1", help="... in these requests (1-based, a,b,...)")
@@ -255,6 +256,10 @@ def main() -> None:
     if opts.child:
         sleeper = [sys.executable, "-c", "import time; time.sleep(600)", "scripted-child"]
         subprocess.Popen([*sleeper, opts.model])  # the model name marks it for orphan checks
+    if opts.load_spike_mb:  # a load-time transient: held, then given back before ready
+        spike = bytearray(opts.load_spike_mb * 2**20)
+        spike[::4096] = b"x" * len(spike[::4096])
+        del spike
     app = web.Application(middlewares=[require_key(opts.api_key)] if opts.api_key else [])
     s = Scripted(opts)
     app.router.add_get("/health", s.health)

@@ -13,7 +13,7 @@ SUMMARY_KEYS = (
     "ttft_p50_ms", "ttft_p95_ms", "ttft_p99_ms", "tpot_ms", "itl_p50_ms", "itl_p95_ms",
     "e2e_p50_ms", "e2e_p95_ms", "queue_p50_ms", "queue_p95_ms", "tok_s", "req_s",
     "goodput_req_s", "errors", "peak_rss_bytes", "peak_rss_sampled_bytes", "peak_device_bytes",
-    "startup_s",
+    "startup_s", "startup_peak_rss_bytes",
 )  # fmt: skip
 SLO_COLUMNS = {"ttft_ms": "ttft_ms", "tpot_ms": "tpot_ms", "e2e_ms": "e2e_ms"}
 
@@ -90,15 +90,18 @@ def run_summary(
     phase_memory: list[dict],
     startup_s: float | None,
     slo: dict[str, float] | None = None,
+    startup_peak: int | None = None,
 ) -> dict:
     """The run's `summary`: latency over every measured request, memory peaks as the max over
-    phases (None when no phase knew the value), goodput against the suite's `slo`."""
+    phases (None when no phase knew the value), goodput against the suite's `slo`, and the
+    server's start: seconds to ready and its tree's RSS high-water mark when it got there."""
     stats = latency_stats(records, slo)
     summary = {k: stats[k] for k in SUMMARY_KEYS if k in stats}
     summary["peak_rss_bytes"] = _max(m.get("peak_rss_bytes") for m in phase_memory)
     summary["peak_rss_sampled_bytes"] = _max(m.get("peak_rss_sampled_bytes") for m in phase_memory)
     summary["peak_device_bytes"] = _max(m.get("peak_device_bytes") for m in phase_memory)
     summary["startup_s"] = startup_s
+    summary["startup_peak_rss_bytes"] = startup_peak
     extra = {k: stats[k] for k in ("token_mismatches", "usage_missing")}
     return {k: summary[k] for k in SUMMARY_KEYS} | extra
 

@@ -30,6 +30,7 @@ ROWS = (
     ("peak RSS, sampled (MiB)", "peak_rss_sampled_bytes", "mib"),
     ("peak device (MiB)", "peak_device_bytes", "mib"),
     ("startup (s)", "startup_s", "{:.2f}"),
+    ("startup peak RSS (MiB)", "startup_peak_rss_bytes", "mib"),
 )
 
 

@@ -95,6 +95,7 @@ def render_markdown(ab: dict, plots: dict[str, str], no_plots: str = "") -> str:
         verdict_line=tables.verdict_line(comparison),
         metric_rows=tables.metric_rows(comparison),
         moved_rows=tables.moved_rows(ab),
+        startup_rows=tables.startup_rows(ab),
         power_rows=power_rows(comparison),
         walls=round_walls(ab["rounds"]),
         looks=_looks(comparison),

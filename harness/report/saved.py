@@ -32,7 +32,8 @@ COMPARISON_SHAPE = {"verdict": str, "exit_code": int, "rounds": int, "metrics": 
 
 
 MAX_INPUT_BYTES = 256 * 2**20  # a saved A/B result is 0.4-3 MB; a run JSON with timelines ~10
-MEMORY_KEYS = ("peak_rss_bytes", "peak_device_bytes")  # None: not measured on that machine
+# None where not measured on that machine
+MEMORY_KEYS = ("peak_rss_bytes", "peak_device_bytes", "startup_peak_rss_bytes")
 
 
 def read_json(path: Path) -> object:

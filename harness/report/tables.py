@@ -11,7 +11,9 @@ from harness.runs.machine import machine_identity
 from harness.stats.compare import EXIT_MEANING, compare_metric
 from harness.stats.verdict import clear_change
 
-KEY_METRICS = ("ttft_p50_ms", "ttft_p95_ms", "e2e_p50_ms", "tok_s", "peak_rss_bytes", "errors")
+KEY_METRICS = ("ttft_p50_ms", "ttft_p95_ms", "e2e_p50_ms", "tok_s", "peak_rss_bytes", "errors",
+               "startup_s", "startup_peak_rss_bytes")  # fmt: skip
+STARTUP = ("startup_s", "startup_peak_rss_bytes")  # the start of every run: time and peak RSS
 ARM_ORDER = ("base", "head", "null")
 MIB = 2**20
 VERDICT_WORDS = {
@@ -152,6 +154,27 @@ def moved_rows(ab: dict) -> list[dict]:
                     "ci_pct": fmt_interval(row, pct=True),
                 }
             )
+    return rows
+
+
+def startup_rows(ab: dict) -> list[dict]:
+    """Launch to ready and the server's peak RSS while getting there, base and head, for every
+    A/B whether or not the suite gates them: a server that doubles its memory while loading, or
+    takes twice as long to start, is in front of the reader."""
+    gated = {m["name"] for m in ab["comparison"]["metrics"]}
+    paired = [r for r in ab["rounds"] if r.get("base") and r.get("head")]
+    rows = []
+    for name in STARTUP:
+        if name in gated:
+            continue
+        values = {a: [r[a]["summary"].get(name) for r in paired] for a in ("base", "head")}
+        row = {"method": "minmax" if name.endswith("_bytes") else "ratio", **values}
+        base, head = centre(row, "base"), centre(row, "head")
+        if base is None or head is None:
+            continue
+        change = fmt_change(head / base) if base > 0 else "n/a"
+        rows.append({"name": name, "base": fmt_value(name, base),
+                     "head": fmt_value(name, head), "change": change})  # fmt: skip
     return rows
 
 

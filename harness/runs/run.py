@@ -18,7 +18,7 @@ from harness.arms.arms import REPO_ROOT, Arm
 from harness.arms.launcher import Launcher, LaunchError, Server, log_tail, wait_ready
 from harness.load.counters import MetricsEndpoint
 from harness.load.load import LoadDriver, make_session
-from harness.load.memory import HWM_SUPPORTED, MemoryEndpoint
+from harness.load.memory import HWM_SUPPORTED, MemoryEndpoint, read_hwm
 from harness.load.metrics import run_summary
 from harness.load.phase import PhaseResult, Probes, Progress, run_phase
 from harness.load.prompts import (
@@ -91,7 +91,7 @@ def run_arm(
         if started
         else (Launcher(arm, log_path, ready_timeout_s) if arm.launches else None)
     )
-    sampler, exit_code = None, None
+    sampler, exit_code, startup_peak = None, None, None
     try:
         if started:
             server = started.server
@@ -99,6 +99,8 @@ def run_arm(
             server = launcher.__enter__() if launcher else _attach(arm, ready_timeout_s)
         if server.pid is not None:
             sampler = Sampler(server.pid, t0, sample_hz).start()
+            if launcher:  # its tree's high-water mark before any phase resets it: loading's
+                startup_peak = read_hwm(sampler.tree())
         drive = _drive(suite, arm, server, sampler, launcher, progress, t0)
         phases, warmup, extras = asyncio.run(drive)
     finally:
@@ -119,6 +121,7 @@ def run_arm(
         "url": server.url,
         "pid": server.pid,
         "startup_s": server.startup_s,
+        "startup_peak_rss_bytes": startup_peak,
         "ready_path": server.ready_path,
         "health": server.health,
         **{k: server.health.get(k) for k in HEALTH_FIELDS},
@@ -139,7 +142,7 @@ def run_arm(
         "invalid_reasons": reasons,
         "fingerprint": fingerprint(facts),
         "workload": facts,
-        "summary": run_summary(records, memory, server.startup_s, suite.slo),
+        "summary": run_summary(records, memory, server.startup_s, suite.slo, startup_peak),
         "phases": {p.name: p.as_dict() for p in phases},
         "counters": {p.name: p.counters for p in phases},
         "timeline": timeline.as_dict() if timeline else {"t": [], "rss": [], "marks": []},

@@ -32,7 +32,7 @@ def lower_is_better(metric: str) -> bool:
 
 
 def is_memory_peak(metric: str) -> bool:
-    return metric.startswith("peak_")
+    return metric.startswith(("peak_", "startup_peak_"))
 
 
 def ratio_verdict(

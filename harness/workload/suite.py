@@ -22,7 +22,7 @@ ENDPOINTS = ("completions", "chat")
 GATE_KEYS = (
     "ttft_p50_ms", "ttft_p95_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p95_ms", "tpot_ms",
     "e2e_p50_ms", "e2e_p95_ms", "queue_p50_ms", "queue_p95_ms", "tok_s", "req_s",
-    "goodput_req_s", "peak_rss_bytes", "peak_device_bytes",
+    "goodput_req_s", "peak_rss_bytes", "peak_device_bytes", "startup_peak_rss_bytes",
 )  # the run summary's own names (docs/run-json.md); goodput needs an [slo] table  # fmt: skip
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,79}")
 ANY_SERVER = "*"  # `flags = "..."`: for whichever server the suite runs against
