@@ -18,6 +18,7 @@ class TickState:
     running: int  # sequences decoding
     parked: bool  # a chunked prefill is part-way through its prompt
     can_admit: bool  # the queue head fits a free slot and the KV budget
+    head_needs_chunks: bool  # the queue head's uncached prompt is longer than one chunk
     decode_ticks_since_grant: int
     grant_interval: int
     admit_rows: int  # rows an ADMIT tick could take now
@@ -27,6 +28,11 @@ class TickState:
 
 def decide_tick(s: TickState) -> Tick:
     if s.parked:
+        # admission goes on between a long prompt's chunks (vLLM's chunked prefill, Sarathi-
+        # Serve): a short request waits one chunk, not the whole prompt; one prompt is parked
+        # at a time, so a head that needs chunks of its own waits for it
+        if s.queued and s.can_admit and not s.head_needs_chunks:
+            return Tick.ADMIT
         if s.running and s.decode_ticks_since_grant < s.grant_interval:
             return Tick.DECODE
         return Tick.PREFILL_CHUNK

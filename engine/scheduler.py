@@ -109,13 +109,15 @@ class Scheduler:
         self._drop_cancelled()
         c = self.config
         with self.lock:
-            head_wait = time.perf_counter() - self.waiting[0].arrival if self.waiting else 0.0
+            head = self.waiting[0] if self.waiting else None
+        head_wait = time.perf_counter() - head.arrival if head else 0.0
         window = c.batch_window_ms / 1000
         state = TickState(
             queued=len(self.waiting),
             running=len(self.running),
             parked=self.parked is not None,
             can_admit=self._head_admissible(),
+            head_needs_chunks=head is not None and self._uncached(head) > c.prefill_chunk_size,
             decode_ticks_since_grant=self.decode_ticks_since_grant,
             grant_interval=c.prefill_grant_interval,
             admit_rows=admission_rows(c.max_batch_prefill, self._free_slots(), c.prefill_max_seqs),
@@ -132,6 +134,11 @@ class Scheduler:
             self._decode()
         else:
             self._prefill_chunk(self.parked)
+
+    def _uncached(self, seq: Sequence) -> int:
+        """Prompt tokens left to prefill after the prompt cache's longest prefix."""
+        reuse = self.cache.match(seq.prompt)[1] if self.cache is not None else 0
+        return len(seq.prompt) - reuse
 
     def _free_slots(self) -> int:
         return self.config.parallel - len(self.running) - (self.parked is not None)
@@ -170,10 +177,13 @@ class Scheduler:
             need = self.backend.kv_bytes(seq.capacity)
             if not kv_admits(live, need, self.kv_budget):
                 break
-            reuse = self.cache.match(seq.prompt)[1] if self.cache is not None else 0
-            lengths.append(len(seq.prompt) - reuse)
+            lengths.append(self._uncached(seq))
             live += need
+        if not lengths:
+            return
         cohort = drain_cohort(lengths, rows, c.token_cap, c.prefill_chunk_size)
+        if cohort.path == "chunked" and self.parked is not None:
+            return  # one prompt parked at a time (decide_tick does not admit this head)
         self.metrics.prefill_rows_spilled.inc(cohort.spilled)
         taken = [
             s

@@ -74,6 +74,7 @@ def state(**kw) -> TickState:
         running=0,
         parked=False,
         can_admit=True,
+        head_needs_chunks=False,
         decode_ticks_since_grant=0,
         grant_interval=16,
         admit_rows=4,
@@ -96,7 +97,12 @@ def state(**kw) -> TickState:
         (dict(parked=True), Tick.PREFILL_CHUNK),
         (dict(parked=True, running=3, decode_ticks_since_grant=15), Tick.DECODE),
         (dict(parked=True, running=3, decode_ticks_since_grant=16), Tick.PREFILL_CHUNK),
-        (dict(parked=True, running=3, queued=5), Tick.DECODE),  # no admission while parked
+        # admission between a parked prompt's chunks, unless the head needs parking itself
+        (dict(parked=True, running=3, queued=5), Tick.ADMIT),
+        (dict(parked=True, queued=1), Tick.ADMIT),
+        (dict(parked=True, queued=1, head_needs_chunks=True), Tick.PREFILL_CHUNK),
+        (dict(parked=True, running=3, queued=5, head_needs_chunks=True), Tick.DECODE),
+        (dict(parked=True, running=3, queued=5, can_admit=False), Tick.DECODE),
     ],
 )
 def test_tick_decisions(kw, tick):

@@ -198,3 +198,36 @@ def test_queue_depth_drops_when_a_queued_request_is_cancelled(engine_factory):
     assert depth == 0 and still_running == 1  # dropped while the other still decodes
     assert_idle(eng.url)
     assert metrics(eng.url)['engine_requests_total{outcome="cancelled"}'] == 2
+
+
+def test_a_short_request_is_not_held_behind_a_long_chunked_prefill(engine_factory):
+    """Admission goes on between a long prompt's chunks: a short request sent while a
+    3,000-token prompt prefills in 32-token chunks finishes (all its tokens) before the long
+    one's first token, and the long one is still answered in full."""
+    eng = engine_factory("--prefill-chunk-size", "32", "--no-prompt-cache")
+    long = {"prompt": [5] * 3000, "max_tokens": 2, "ignore_eos": True, "stream": True}
+    short = {"prompt": "hi", "max_tokens": 4, "ignore_eos": True}
+
+    async def first_token_at(s: aiohttp.ClientSession) -> float:
+        async with s.post(eng.url + "/v1/completions", json=long) as r:
+            assert r.status == 200
+            async for line in r.content:
+                if line.startswith(b"data: {"):
+                    return time.monotonic()
+        raise AssertionError("the long request streamed no token")
+
+    async def go():
+        async with aiohttp.ClientSession() as s:
+            long_task = asyncio.create_task(first_token_at(s))
+            while metrics(eng.url)["engine_running_sequences"] < 1:  # the long one is parked
+                await asyncio.sleep(0.01)
+            code, answer = await post(s, eng.url, short)
+            short_done = time.monotonic()
+            assert code == 200 and answer["usage"]["completion_tokens"] == 4
+            return short_done, await long_task
+
+    short_done, long_first = asyncio.run(go())
+    assert short_done < long_first
+    m = metrics(eng.url)
+    assert m['engine_prefill_forwards_total{path="chunked"}'] >= 3000 // 32
+    assert_idle(eng.url)
