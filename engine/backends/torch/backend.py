@@ -24,6 +24,7 @@ from engine.backends.torch.int4 import (
     Int4PairLinear,
     fuse_q4,
     int4_kernels_available,
+    prefill_rounding,
 )
 from engine.backends.torch.kv_pool import KVPool
 from engine.backends.torch.llama import Model, RMSNorm, Step, fuse_names
@@ -237,7 +238,8 @@ class TorchBackend(Backend):
             self_attend=cold,
         )
         del mask
-        h = self.model(tokens.to(self._device), step)
+        with prefill_rounding():
+            h = self.model(tokens.to(self._device), step)
         last = h[
             torch.arange(B, device=self._device), torch.tensor(lengths, device=self._device) - 1
         ]
@@ -263,7 +265,8 @@ class TorchBackend(Backend):
             mask=mask.view(1, 1, T, off + T).to(self._kv_dtype),
             self_attend=False,
         )
-        h = self.model(torch.tensor([tokens], device=self._device), step)
+        with prefill_rounding():
+            h = self.model(torch.tensor([tokens], device=self._device), step)
         cache.length += T
         return self.model.logits(h[0, -1]).cpu().numpy()
 

@@ -13,6 +13,9 @@ kernels: each code is 16*hi + lo with hi in -8..7 and lo in 0..15, two int4 matr
 block's scale (16d and d), so the logits read 9 bits per weight instead of bfloat16's 16.
 """
 
+import contextlib
+import threading
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -22,6 +25,23 @@ from engine.model.q4 import GROUP, Q4Weight
 from engine.model.q8 import Q8Weight
 
 DENSE_ROWS = 16  # measured crossover (bf16 GEMM vs int4 kernel): docs/performance.md
+_PREFILL = threading.local()
+# MKL's float32 GEMM rounds a row differently when there are 1-11 rows (measured; oneDNN's
+# bfloat16 one does not): a float32 prefill GEMM gets at least this many
+MIN_GEMM_ROWS = 16
+
+
+@contextlib.contextmanager
+def prefill_rounding():
+    """Inside: every Int4Linear forward runs the GEMM, whatever its rows. A prompt's K/V then
+    round the same however it is split (a prompt-cache hit prefills only its suffix, which may
+    be a few rows): the GEMM's rows do not depend on how many there are, the int4 kernel
+    rounds differently from it, and greedy output followed the split (docs/engine.md)."""
+    _PREFILL.on = True
+    try:
+        yield
+    finally:
+        _PREFILL.on = False
 
 
 def int4_kernels_available() -> bool:
@@ -124,10 +144,14 @@ class Int4Linear(nn.Module):
         self.dense = None if self.weight_t else torch.from_numpy(w.dequantize()).to(dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.packed is None or x.numel() > DENSE_ROWS * self.in_features:
-            if self.dense is None:
-                return torch.matmul(x, self.dequantized_t())
-            return F.linear(x, self.dense)
+        prefill = getattr(_PREFILL, "on", False)
+        if self.packed is None or prefill or x.numel() > DENSE_ROWS * self.in_features:
+            rows = x.reshape(-1, self.in_features)
+            n = rows.shape[0]
+            if prefill and n < MIN_GEMM_ROWS and x.dtype == torch.float32:  # MKL's sgemm
+                rows = F.pad(rows, (0, 0, 0, MIN_GEMM_ROWS - n))
+            y = rows @ self.dequantized_t() if self.dense is None else F.linear(rows, self.dense)
+            return y[:n].view(*x.shape[:-1], self.out_features)
         y = int4_mm(x.reshape(-1, self.in_features), self.packed, self.matvec)
         return y.view(*x.shape[:-1], self.out_features)
 

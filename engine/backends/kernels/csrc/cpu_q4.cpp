@@ -28,7 +28,9 @@ inline __m512 load16(const at::Half* p) {  // 16 float16 values as float32
 template <int MB>
 void block(const uint32_t* xp, const float* xs, const uint16_t* codes, const at::Half* d,
            const at::Half* m, int64_t G, int64_t nb, int64_t m0, int64_t N, BF* out) {
-  constexpr int A = MB == 1 ? 4 : MB == 2 ? 2 : 1;  // independent sums: vdpbf16ps's latency
+  // independent sums (vdpbf16ps's latency), as many for every MB and added in one order: a
+  // row's result must not depend on how many rows share the step (batch-invariant decode)
+  constexpr int A = 4;
   const __m512i low = _mm512_set1_epi16(0xF), bias = _mm512_set1_epi16(0x4300);
   const int64_t K2 = G * 16;  // pairs per row of x
   __m512 acc[MB];
