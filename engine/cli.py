@@ -159,7 +159,13 @@ SERVE_OPTIONS = [
         "Admission control on live KV: auto (half the free memory), none, or bytes (e.g. 2GiB).",
         "auto",
     ),
-    ("--prompt-cache-bytes", str, "Byte budget of the prompt-prefix cache.", "2GiB"),
+    (
+        "--prompt-cache-bytes",
+        str,
+        "Byte budget of the prompt-prefix cache: auto (the KV of one full context of the model, "
+        "at most a tenth of the memory free after loading) or bytes (e.g. 512MiB).",
+        "auto",
+    ),
     (
         "--api-key",
         str,

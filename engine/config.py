@@ -61,7 +61,7 @@ class EngineConfig:
     max_queue_depth: int = 32
     kv_cache_budget: str | int | None = "auto"
     prompt_cache: bool = True
-    prompt_cache_bytes: int = 2 * 1024**3
+    prompt_cache_bytes: str | int = "auto"  # auto: engine.policy.default_prompt_cache_budget
     api_key: str | None = None
     max_body_bytes: int = 4 * 1024**2
     drain_seconds: float = 3.0
@@ -82,7 +82,7 @@ class EngineConfig:
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} must be >= 1")
         for name in ("prefill_max_seqs", "ctx_size", "prompt_cache_bytes"):
-            if getattr(self, name) < 0:
+            if getattr(self, name) != "auto" and getattr(self, name) < 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be >= 0")
         if self.max_batch_prefill_tokens is not None and self.max_batch_prefill_tokens < 0:
             raise ConfigError("--max-batch-prefill-tokens must be >= 0 (0 = uncapped)")
@@ -147,7 +147,7 @@ CONVERTERS = {
     **dict.fromkeys(INT_FIELDS, int),
     "prompt_cache": _flag,
     "kv_cache_budget": parse_kv_budget,
-    "prompt_cache_bytes": parse_bytes,
+    "prompt_cache_bytes": lambda t: "auto" if str(t).strip().lower() == "auto" else parse_bytes(t),
     "max_body_bytes": parse_bytes,
     "drain_seconds": float,
     "batch_window_ms": float,

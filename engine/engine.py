@@ -13,7 +13,7 @@ from engine.config import EngineConfig
 from engine.memory import release_freed_memory
 from engine.metrics import EngineMetrics
 from engine.model.load import LoadedModel, load_model
-from engine.policy import default_kv_budget
+from engine.policy import default_kv_budget, default_prompt_cache_budget
 from engine.protocol import ApiError, GenerationRequest
 from engine.scheduler import Scheduler
 from engine.sequence import Sequence
@@ -40,7 +40,10 @@ class Engine:
         model_ctx = self.loaded.args.max_position_embeddings
         self.ctx_size = min(c.ctx_size, model_ctx) if c.ctx_size else model_ctx
         self.kv_budget = self._kv_budget()
-        self.scheduler = Scheduler(self.backend, self.tokenizer, c, self.metrics, self.kv_budget)
+        self.prompt_cache_budget = self._prompt_cache_budget()
+        self.scheduler = Scheduler(
+            self.backend, self.tokenizer, c, self.metrics, self.kv_budget, self.prompt_cache_budget
+        )
         self.ready = True
         log.info(
             "engine: %s on %s/%s/%s (activations: %s, decode: %s, prefill: %s) loaded in %.1fs; "
@@ -64,6 +67,14 @@ class Engine:
         free = self.backend.available_memory()
         return default_kv_budget(free if free is not None else psutil.virtual_memory().available)
 
+    def _prompt_cache_budget(self) -> int:
+        b = self.config.prompt_cache_bytes
+        if b != "auto":
+            return b
+        free = self.backend.available_memory()
+        free = free if free is not None else psutil.virtual_memory().available
+        return default_prompt_cache_budget(self.backend.kv_bytes(self.ctx_size), free)
+
     def describe(self) -> dict:
         return {
             "model": self.model_name,
@@ -77,6 +88,9 @@ class Engine:
             "weights_from": self.backend.weights_from,
             "ctx_size": self.ctx_size,
             "kv_budget_bytes": self.kv_budget,
+            "prompt_cache_budget_bytes": (
+                self.prompt_cache_budget if self.config.prompt_cache else None
+            ),
             "config": self.config.public(),
         }
 

@@ -34,6 +34,7 @@ class Scheduler:
         config: EngineConfig,
         metrics: EngineMetrics,
         kv_budget: int | None,
+        prompt_cache_bytes: int = 2 * 1024**3,
     ):
         self.backend, self.tokenizer, self.config, self.metrics = (
             backend,
@@ -42,7 +43,7 @@ class Scheduler:
             metrics,
         )
         self.kv_budget = kv_budget
-        self.cache = PromptCache(config.prompt_cache_bytes) if config.prompt_cache else None
+        self.cache = PromptCache(prompt_cache_bytes) if config.prompt_cache else None
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.parked: Sequence | None = None

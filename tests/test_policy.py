@@ -11,6 +11,7 @@ from engine.policy import (
     batched_window_admits,
     decide_tick,
     default_kv_budget,
+    default_prompt_cache_budget,
     drain_cohort,
     kv_admits,
 )
@@ -107,3 +108,8 @@ def state(**kw) -> TickState:
 )
 def test_tick_decisions(kw, tick):
     assert decide_tick(state(**kw)) is tick
+
+
+def test_the_prompt_cache_budget_is_one_context_of_kv_at_most_a_tenth_of_free_memory():
+    assert default_prompt_cache_budget(188 * 2**20, 20 * 2**30) == 188 * 2**20
+    assert default_prompt_cache_budget(4 * 2**30, 8 * 2**30) == 8 * 2**30 // 10

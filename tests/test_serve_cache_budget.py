@@ -77,3 +77,22 @@ def test_cache_hits_sent_together_prefill_as_one_batched_cohort(engine_factory):
     assert m['engine_prefill_forwards_total{path="batched"}'] == 1
     assert m['engine_prefill_rows_total{path="batched"}'] == 4
     assert m['engine_prefill_forwards_total{path="single"}'] == 1  # the earlier request
+
+
+def test_the_prompt_cache_budget_follows_the_model_and_health_states_it(engine_factory):
+    """auto: one full context's KV (tiny: 16,384 tokens x 2 layers x 2 x 2 heads x 16 x the
+    pool's element size: 4 or 8 MiB), at most a tenth of free memory; a given budget is kept;
+    /health and /v1/cache/stats say the same number."""
+    from engine.backends import load_backend
+    from engine.model.load import load_model
+
+    auto, given = engine_factory(), engine_factory("--prompt-cache-bytes", "1MiB")
+    health = get(auto.url + "/health")
+    assert health["prompt_cache_budget_bytes"] == get(auto.url + "/v1/cache/stats")["budget_bytes"]
+    context = load_backend("torch", load_model("tiny")).kv_bytes(health["ctx_size"])
+    assert context in (4 * 2**20, 8 * 2**20)
+    assert health["prompt_cache_budget_bytes"] == min(context, health["kv_budget_bytes"] // 5)
+    assert get(given.url + "/health")["prompt_cache_budget_bytes"] == 2**20
+    assert get(given.url + "/v1/cache/stats")["budget_bytes"] == 2**20
+    off = engine_factory("--no-prompt-cache")
+    assert get(off.url + "/health")["prompt_cache_budget_bytes"] is None
