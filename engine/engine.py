@@ -39,6 +39,7 @@ class Engine:
         release_freed_memory()
         model_ctx = self.loaded.args.max_position_embeddings
         self.ctx_size = min(c.ctx_size, model_ctx) if c.ctx_size else model_ctx
+        self.backend.reserve_kv(c.parallel, self.ctx_size)  # CPU: address space, not memory
         self.kv_budget = self._kv_budget()
         self.prompt_cache_budget = self._prompt_cache_budget()
         self.scheduler = Scheduler(

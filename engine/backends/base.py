@@ -46,6 +46,10 @@ class Backend(ABC):
         """Reserve a KV slot of `capacity` tokens for a new sequence."""
         self.caches[seq_id] = self.model.make_cache(capacity)
 
+    def reserve_kv(self, slots: int, capacity: int) -> None:
+        """The most sequences and tokens each the caller will ask for (a hint: may be ignored)."""
+        return None
+
     def remove_sequence(self, seq_id: int) -> None:
         """Free the sequence's KV slot."""
         self.caches.pop(seq_id, None)

@@ -194,6 +194,9 @@ class TorchBackend(Backend):
     def add_sequence(self, seq_id: int, capacity: int) -> None:
         self.caches[seq_id] = self.pool.add(capacity)
 
+    def reserve_kv(self, slots: int, capacity: int) -> None:
+        self.pool.reserve(slots, capacity)
+
     def remove_sequence(self, seq_id: int) -> None:
         cache = self.caches.pop(seq_id, None)
         if cache is not None:

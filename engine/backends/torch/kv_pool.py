@@ -3,10 +3,18 @@
 A sequence owns one slot; its KVCache is a view of that slot, so prefill writes it like a
 private cache, while a decode step writes every row's new K/V with one indexed store per
 layer and attends over the window of slots lo..hi with one matmul (rows outside the batch are
-masked and dropped). The pool grows (slots doubling, capacity in CAPACITY_STEP tokens) by
-copying, and is kept at its high-water size (re-making it cost each new burst ~200 ms).
+masked and dropped). The engine reserves it once for its slots and context (`reserve`); a
+backend used on its own grows it (slots doubling, capacity in CAPACITY_STEP tokens) by copying.
+
+On a CPU the pool is anonymous memory mapped, not filled: a page becomes resident when a token's
+K/V is first written into it (unwritten pages read as zeros), so reserving every slot at the
+whole context costs nothing until used, and a removed sequence's pages are handed back to the
+OS (what a burst grew does not stay resident).
 """
 
+import contextlib
+import math
+import mmap
 from dataclasses import dataclass
 
 import torch
@@ -36,6 +44,7 @@ class KVPool:
     def __init__(self, args: ModelArgs, dtype: torch.dtype, device: torch.device):
         self.args, self.dtype, self.device = args, dtype, device
         self.k = self.v = None
+        self._maps: tuple[mmap.mmap, mmap.mmap] | None = None  # a CPU pool's pages
         self.caches: dict[int, KVCache] = {}  # by slot
 
     def add(self, capacity: int) -> KVCache:
@@ -51,15 +60,34 @@ class KVPool:
         cache.k, cache.v = self.k[:, slot], self.v[:, slot]
         return cache
 
+    def reserve(self, slots: int, capacity: int) -> None:
+        """Size the pool once for `slots` sequences of up to `capacity` tokens (CPU only: on
+        a device the memory would be taken at once)."""
+        if self.k is None and self.device.type == "cpu":
+            self._grow(slots, -(-capacity // CAPACITY_STEP) * CAPACITY_STEP)
+
     def remove(self, cache: KVCache) -> None:
         self.caches.pop(cache.slot, None)
+        if self._maps is None:
+            return
+        # the slot's pages back to the OS: [KVH, C, D] of one layer and slot is contiguous
+        _, slots, heads, cap, dim = self.k.shape
+        size = heads * cap * dim * self.k.element_size()
+        for buf in self._maps:
+            for layer in range(self.k.shape[0]):
+                start = (layer * slots + cache.slot) * size
+                first = -(-start // mmap.PAGESIZE) * mmap.PAGESIZE
+                end = (start + size) // mmap.PAGESIZE * mmap.PAGESIZE
+                if end > first:
+                    with contextlib.suppress(OSError, AttributeError):
+                        buf.madvise(mmap.MADV_DONTNEED, first, end - first)
 
     def _grow(self, slots: int, cap: int) -> None:
         a = self.args
         shape = (a.num_hidden_layers, slots, a.num_key_value_heads, cap, a.head_dim)
         # zeros, not empty: masked-out positions must hold finite values (0 * NaN is NaN)
-        k = torch.zeros(shape, dtype=self.dtype, device=self.device)
-        v = torch.zeros(shape, dtype=self.dtype, device=self.device)
+        (k, kmap), (v, vmap) = self._zeros(shape), self._zeros(shape)
+        self._maps = (kmap, vmap) if kmap is not None else None
         if self.k is not None:
             _, s, _, c, _ = self.k.shape
             k[:, :s, :, :c] = self.k
@@ -67,6 +95,16 @@ class KVPool:
         self.k, self.v = k, v
         for c in self.caches.values():
             c.k, c.v = k[:, c.slot], v[:, c.slot]
+
+    def _zeros(self, shape: tuple) -> tuple[torch.Tensor, mmap.mmap | None]:
+        """A zero tensor; on a CPU, over fresh anonymous pages (zero until written)."""
+        if self.device.type != "cpu":
+            return torch.zeros(shape, dtype=self.dtype, device=self.device), None
+        count = math.prod(shape)
+        nbytes = count * torch.empty((), dtype=self.dtype).element_size()
+        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_NORESERVE", 0)
+        buf = mmap.mmap(-1, max(nbytes, 1), flags=flags)
+        return torch.frombuffer(buf, dtype=self.dtype, count=count).view(shape), buf
 
     def decode_rows(self, caches: list[KVCache]) -> tuple[torch.Tensor, torch.Tensor]:
         """Each row's slot and the position its new token goes to ([B] each): all a fused
