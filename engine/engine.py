@@ -34,7 +34,9 @@ class Engine:
         self.loaded = load_model(c.model)
         self.tokenizer = self.loaded.tokenizer
         self.model_name = self.loaded.name
+        t1 = time.perf_counter()
         self.backend = load_backend(c.backend, self.loaded, device=c.device, dtype=c.dtype)
+        self.load_seconds = {"model file": t1 - t0, "backend": time.perf_counter() - t1}
         self.loaded.drop_weights()  # the backend has its own
         release_freed_memory()
         model_ctx = self.loaded.args.max_position_embeddings
@@ -47,8 +49,8 @@ class Engine:
         )
         self.ready = True
         log.info(
-            "engine: %s on %s/%s/%s (activations: %s, decode: %s, prefill: %s) loaded in %.1fs; "
-            "config %s; kv budget %s",
+            "engine: %s on %s/%s/%s (activations: %s, decode: %s, prefill: %s) loaded in %.1fs "
+            "(%s; weights from %s); config %s; kv budget %s",
             self.model_name,
             self.backend.name,
             self.backend.device,
@@ -57,6 +59,8 @@ class Engine:
             self.backend.decode_path,
             self.backend.prefill_path,
             time.perf_counter() - t0,
+            ", ".join(f"{k} {v:.2f}s" for k, v in self.load_seconds.items()),
+            self.backend.weights_from,
             c.public(),
             self.kv_budget,
         )
