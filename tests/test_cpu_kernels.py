@@ -287,3 +287,27 @@ def test_each_virtual_environment_builds_in_its_own_folder(tmp_path):
     ours = name(sys.executable)
     assert ours == cpu_kernels._build_name() == name(sys.executable)
     assert name(str(tmp_path / "v" / "bin" / "python")) != ours
+
+
+def test_a_finished_build_loads_without_torchs_loader(monkeypatch):
+    """The build folder's .so loads directly (torch's `load` runs ninja and probes the compiler:
+    ~0.15 s of every cold start); with a build in progress (its lock) torch's loader decides."""
+    if cpu_kernels._module() is None:
+        pytest.skip("the kernels are not built here")
+    import torch.utils.cpp_extension
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("torch's loader was called")
+
+    folder = cpu_kernels._build_dir(cpu_kernels._build_name())
+    monkeypatch.setattr(torch.utils.cpp_extension, "load", refuse)
+    cpu_kernels._module.cache_clear()
+    try:
+        assert cpu_kernels.decode_attention() is not None
+        (folder / "lock").touch()
+        cpu_kernels._module.cache_clear()
+        assert cpu_kernels.decode_attention() is None  # torch's loader was asked, and refused
+    finally:
+        (folder / "lock").unlink(missing_ok=True)
+        monkeypatch.undo()
+        cpu_kernels._module.cache_clear()

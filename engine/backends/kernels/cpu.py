@@ -79,16 +79,40 @@ def _module():
     if not kernels_enabled():
         return None
     try:
-        from torch.utils.cpp_extension import load
-
         name = _build_name()
         folder = _build_dir(name)
+        built = _load_built(folder / f"{name}.so", name)
+        if built is not None:
+            return built
+        from torch.utils.cpp_extension import load
+
         log.info("engine: loading the CPU kernels (built once per CPU, in ~1 min)")
         sources = [str(folder / src.name) for src in SOURCES]
         return load(name, sources, extra_cflags=FLAGS, build_directory=str(folder))
     except Exception as e:  # no compiler, no ninja, no Python headers: torch's ops serve
         why = str(e).strip().splitlines()[-1:] or [type(e).__name__]
         log.warning("engine: CPU kernels unavailable (%s); using torch's", why[0])
+        return None
+
+
+def _load_built(path: Path, name: str):
+    """The module a finished build left, loaded directly: torch's `load` would first run ninja
+    and probe the compiler (~0.15 s of every cold start). The folder's name hashes everything
+    the build depends on, so a .so in it is this build's; one that does not load (a build
+    killed while linking) is rebuilt by `load`."""
+    if not path.exists() or (path.parent / "lock").exists():
+        return None
+    import importlib.machinery
+    import importlib.util
+
+    try:
+        spec = importlib.util.spec_from_loader(
+            name, importlib.machinery.ExtensionFileLoader(name, str(path))
+        )
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    except ImportError:
         return None
 
 
