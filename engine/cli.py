@@ -187,6 +187,13 @@ SERVE_OPTIONS = [
         "sent a whole request (or idles between requests) this long is closed.",
         "60",
     ),
+    (
+        "--step-trace",
+        str,
+        "Append every forward (kind, rows' new and cached tokens, seconds) to this file as JSON "
+        "lines: what `harness sim calibrate` fits its cost model to.",
+        "none",
+    ),
 ]
 
 

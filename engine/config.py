@@ -66,6 +66,7 @@ class EngineConfig:
     max_body_bytes: int = 4 * 1024**2
     drain_seconds: float = 3.0
     read_timeout: float = 60.0  # seconds for a request's headers and body to arrive
+    step_trace: str | None = None  # a file: every forward as a JSON line (engine/step_trace.py)
     # test-only (ENGINE_TEST_FAULT_MARKER, no flag): a request whose prompt contains this
     # string gets a sampler that raises, to test fault isolation (docs/engine.md)
     test_fault_marker: str | None = None

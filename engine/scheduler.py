@@ -10,17 +10,18 @@ holding a KV slot) is the one source of truth for KV; every path out releases th
 
 import logging
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 
 from engine.backends.base import Backend
+from engine.clock import SYSTEM_CLOCK, Clock
 from engine.config import EngineConfig
 from engine.metrics import EngineMetrics
 from engine.model.tokenizer import Tokenizer
 from engine.policy import Tick, TickState, admission_rows, decide_tick, drain_cohort, kv_admits
 from engine.prompt_cache import PromptCache
 from engine.sequence import Event, Sequence, Status
+from engine.step_trace import StepTrace
 
 log = logging.getLogger("engine.scheduler")
 Emit = Callable[[Sequence, Event], None]
@@ -35,6 +36,7 @@ class Scheduler:
         metrics: EngineMetrics,
         kv_budget: int | None,
         prompt_cache_bytes: int = 2 * 1024**3,
+        clock: Clock = SYSTEM_CLOCK,
     ):
         self.backend, self.tokenizer, self.config, self.metrics = (
             backend,
@@ -43,6 +45,9 @@ class Scheduler:
             metrics,
         )
         self.kv_budget = kv_budget
+        self.clock = clock
+        self.trace = StepTrace(config.step_trace) if config.step_trace else None
+        self.traced: tuple | None = None  # this tick's forward: kind, rows' tokens, offsets
         self.cache = PromptCache(prompt_cache_bytes) if config.prompt_cache else None
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
@@ -62,7 +67,7 @@ class Scheduler:
             if len(self.waiting) >= self.config.max_queue_depth:
                 return False
             self.emitters[seq.seq_id] = emit
-            seq.arrival = time.perf_counter()
+            seq.arrival = self.clock.now()
             self.waiting.append(seq)
             self.metrics.queue_depth.set(len(self.waiting))
         self.wake.set()
@@ -111,7 +116,7 @@ class Scheduler:
         c = self.config
         with self.lock:
             head = self.waiting[0] if self.waiting else None
-        head_wait = time.perf_counter() - head.arrival if head else 0.0
+        head_wait = self.clock.now() - head.arrival if head else 0.0
         window = c.batch_window_ms / 1000
         state = TickState(
             queued=len(self.waiting),
@@ -127,14 +132,18 @@ class Scheduler:
         )
         tick = decide_tick(state)
         if tick in (Tick.IDLE, Tick.WAIT):
-            self.wake.wait(0.05 if tick is Tick.IDLE else max(0.0, window - head_wait))
-            self.wake.clear()
-        elif tick is Tick.ADMIT:
+            idle = tick is Tick.IDLE
+            self.clock.wait(self.wake, 0.05 if idle else max(0.0, window - head_wait), idle)
+            return
+        t0, self.traced = self.clock.now(), None
+        if tick is Tick.ADMIT:
             self._admit()
         elif tick is Tick.DECODE:
             self._decode()
         else:
             self._prefill_chunk(self.parked)
+        if self.trace and self.traced:  # the whole tick: its forward, sampling and emitting
+            self.trace.write(*self.traced, self.clock.now() - t0)
 
     def _uncached(self, seq: Sequence) -> int:
         """Prompt tokens left to prefill after the prompt cache's longest prefix."""
@@ -232,14 +241,21 @@ class Scheduler:
             return False
 
     def _timed(self, kind: str, seqs: list[Sequence], fn, *args):
-        """One forward for `seqs`; None (and those sequences failed) if it raises."""
-        t0 = time.perf_counter()
+        """One forward for `seqs`; None (and those sequences failed) if it raises. args are
+        (ids, token lists) or (id, tokens): the step trace records each row's tokens and the
+        tokens already in its slot."""
+        ids, tokens = ([args[0]], [args[1]]) if isinstance(args[0], int) else args
+        offsets = [self.backend.seq_length(i) for i in ids] if self.trace else None
+        t0 = self.clock.now()
         try:
             out = fn(*args)
         except Exception as e:
             self._fail(seqs, e)
             return None
-        self.metrics.step_seconds.labels(kind).observe(time.perf_counter() - t0)
+        seconds = self.clock.now() - t0
+        self.metrics.step_seconds.labels(kind).observe(seconds)
+        if self.trace:
+            self.traced = (kind, [1 if isinstance(t, int) else len(t) for t in tokens], offsets)
         return out
 
     def _prefill_batched(self, seqs: list[Sequence]) -> None:

@@ -34,6 +34,7 @@ from harness.cli.options import (
     workload_options,
 )
 from harness.cli.outputs import OutputError, writable_file
+from harness.cli.sim import sim
 from harness.cli.sweep import sweep
 from harness.files import write_atomic
 from harness.report.display import LiveProgress, print_run
@@ -81,6 +82,7 @@ def main() -> None:
     harness publish DIR --out SITE     a static site of those histories, one chart each
     harness gc                         remove cached commit worktrees unused for 14 days
     harness export RUN.json --out F    a run in vLLM's `bench serve` result shape
+    harness sim run --suite S --costs C the engine's scheduler on a virtual clock, in seconds
     harness suites                     list the shipped load suites
     harness run --suite smoke          start the working tree's server cold and measure it
     harness run --suite smoke --serve-cmd "llama-server -m M.gguf --port {port}"
@@ -256,6 +258,7 @@ main.add_command(history)
 main.add_command(publish)
 main.add_command(gc)
 main.add_command(export)
+main.add_command(sim)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,69 @@
+"""`python -m engine.sim`: the harness's way into the engine's scheduler on a virtual clock.
+
+    python -m engine.sim run --workload W.json --costs C.json [--model M] [serve flags...]
+    python -m engine.sim fit TRACE.jsonl... --out C.json --name NAME --source TEXT
+
+`run` prints the simulation's result as JSON on stdout; `fit` writes a cost model fitted to
+step traces (`engine serve --step-trace FILE`). Errors are one line on stderr, exit 2.
+"""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from engine.cli import serve_options
+from engine.config import ConfigError, resolve_config
+from engine.model.load import load_model
+from engine.sim.costs import CostModel, fit
+from engine.sim.driver import simulate
+
+
+@click.group()
+def main():
+    """The engine's scheduler on a virtual clock (docs/simulation.md)."""
+
+
+@main.command()
+@click.option("--workload", "workload_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--costs", "costs_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--model", default="smollm2-135m", show_default=True)
+@serve_options
+def run(workload_path, costs_path, model, no_batch, no_prompt_cache, **flags):
+    """Simulate a workload; print the result JSON."""
+    flags = {k: v for k, v in flags.items() if k not in ("host", "port", "api_key")}
+    if no_batch:
+        flags["parallel"] = 1
+    if no_prompt_cache:
+        flags["prompt_cache"] = False
+    try:
+        config = resolve_config({**flags, "model": model}, os.environ)
+        costs = CostModel.load(Path(costs_path))
+        workload = json.loads(Path(workload_path).read_text())
+    except (ConfigError, OSError, ValueError, KeyError) as e:
+        raise click.UsageError(str(e)) from None
+    result = simulate(load_model(model), config, costs, workload)
+    result["config"] = config.public()
+    json.dump(result, sys.stdout)
+
+
+@main.command("fit")
+@click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--out", required=True, type=click.Path(dir_okay=False))
+@click.option("--name", required=True)
+@click.option("--source", required=True, help="Where the steps were measured (model, machine).")
+def fit_command(traces, out, name, source):
+    """Fit a cost model to step traces."""
+    steps = [json.loads(line) for t in traces for line in Path(t).read_text().splitlines() if line]
+    try:
+        model = fit(steps, name, source)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+    model.save(Path(out))
+    click.echo(json.dumps(model.fit))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,24 @@
+"""VirtualClock: time that moves only when the simulation says so."""
+
+import threading
+
+from engine.clock import Clock
+
+
+class VirtualClock(Clock):
+    def __init__(self):
+        self.t = 0.0
+        self.next_event = float("inf")  # the driver's next arrival: waits end there
+
+    def now(self) -> float:
+        return self.t
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds
+
+    def wait(self, wake: threading.Event, timeout: float, idle: bool) -> None:
+        """Jump to the next arrival (idle) or to the end of the wait, whichever is first."""
+        wake.clear()
+        end = self.next_event if idle else min(self.t + timeout, self.next_event)
+        if end != float("inf"):
+            self.t = max(self.t, end)

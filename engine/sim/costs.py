@@ -1,0 +1,88 @@
+"""CostModel: seconds of one forward from its shape, fitted to the engine's own steps.
+
+The form is linear in a few features of a step (what a step costs grows with them, and a
+least-squares fit of the real engine's step trace gives each one's price):
+- prefill (batched, single or a chunk): 1, the padded tokens B x L (every projection's GEMM runs
+  over them), and the attention area B x L x S (S = the longest row's cached + new tokens: the
+  mask and the scores);
+- decode: 1, the rows B (each row's weights pass and sampling), and the context the rows attend
+  over, sum of (cached + 1).
+"""
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+FEATURES = {
+    "prefill": ("step", "padded_tokens", "attention_area"),
+    "decode": ("step", "rows", "context_tokens"),
+}
+
+
+def family(kind: str) -> str:
+    return "decode" if kind == "decode" else "prefill"
+
+
+def features(kind: str, tokens: list[int], offsets: list[int]) -> list[float]:
+    rows = len(tokens)
+    if family(kind) == "decode":
+        return [1.0, float(rows), float(sum(o + 1 for o in offsets))]
+    longest = max(tokens)
+    span = max(o + t for o, t in zip(offsets, tokens, strict=True))
+    return [1.0, float(rows * longest), float(rows * longest * span)]
+
+
+@dataclass
+class CostModel:
+    name: str
+    source: str  # where its numbers come from: a fit (model, machine, date) or a roofline
+    coefficients: dict[str, list[float]]  # per family, in FEATURES order (seconds per unit)
+    fit: dict = field(default_factory=dict)  # per family: steps, mean and p95 relative error
+
+    def seconds(self, kind: str, tokens: list[int], offsets: list[int]) -> float:
+        c = self.coefficients[family(kind)]
+        return float(np.dot(c, features(kind, tokens, offsets)))
+
+    def save(self, path: Path) -> None:
+        Path(path).write_text(json.dumps(asdict(self), indent=1) + "\n")
+
+    @classmethod
+    def load(cls, path: Path) -> "CostModel":
+        data = json.loads(Path(path).read_text())
+        return cls(data["name"], data["source"], data["coefficients"], data.get("fit", {}))
+
+
+def fit(steps: list[dict], name: str, source: str) -> CostModel:
+    """Non-negative least squares per family on relative error (each step weighted by 1/its
+    seconds, so a 5 ms decode step counts as much as a 2 s prefill)."""
+    coefficients, report = {}, {}
+    for fam, names in FEATURES.items():
+        rows = [s for s in steps if family(s["kind"]) == fam and s["s"] > 0]
+        if len(rows) < len(names):
+            raise ValueError(f"{len(rows)} {fam} steps: too few to fit {len(names)} prices")
+        x = np.array([features(s["kind"], s["tokens"], s["offsets"]) for s in rows])
+        y = np.array([s["s"] for s in rows])
+        w = 1.0 / y
+        coef = _nonnegative_lstsq(x * w[:, None], y * w)
+        rel = np.abs(x @ coef - y) / y
+        coefficients[fam] = [float(c) for c in coef]
+        report[fam] = {
+            "steps": len(rows),
+            "mean_rel_error": float(rel.mean()),
+            "p95_rel_error": float(np.percentile(rel, 95)),
+        }
+    return CostModel(name, source, coefficients, report)
+
+
+def _nonnegative_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Least squares with every price >= 0: a price the fit makes negative is dropped (held
+    at 0) and the rest refitted (an active set; three features need nothing more)."""
+    keep = list(range(a.shape[1]))
+    while True:
+        coef = np.zeros(a.shape[1])
+        coef[keep] = np.linalg.lstsq(a[:, keep], b, rcond=None)[0]
+        if (coef >= 0).all() or len(keep) == 1:
+            return np.clip(coef, 0, None)
+        keep.remove(int(np.argmin(coef)))

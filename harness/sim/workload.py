@@ -1,0 +1,66 @@
+"""A suite as the simulator's workload: each request's prompt as token ids, its max_tokens and
+when it is sent, grouped as the load driver would send them (docs/simulation.md).
+
+Prompts are seeded token ids of each request's drawn length. What the served prompts share is
+kept: a chat request opens with CHAT_PREFIX ids common to every chat prompt (the chat template's
+system prompt, ~24 tokens on SmolLM2), a phase's `prefix_tokens` are shared, and a trace's hash
+ids are shared blocks of BLOCK_TOKENS. Conversations and datasets are not simulated.
+"""
+
+from __future__ import annotations
+
+import random
+
+from harness.load.arrivals import arrival_offsets
+from harness.workload.suite import Phase, Suite
+from harness.workload.trace import BLOCK_TOKENS
+
+CHAT_PREFIX = 24
+IDS = (3, 250)  # token ids every model here has (tiny's vocabulary is 259)
+
+
+class SimError(ValueError):
+    """A suite the simulator cannot run; one line."""
+
+
+def _ids(rng: random.Random, n: int) -> list[int]:
+    return [rng.randint(*IDS) for _ in range(n)]
+
+
+def prompts(phase: Phase, lengths: list[int]) -> list[list[int]]:
+    rng = random.Random(phase.seed * 7919 + 17)
+    shared = _ids(random.Random(1), CHAT_PREFIX) if phase.endpoint == "chat" else []
+    shared += _ids(random.Random(phase.seed + 2), phase.prefix_tokens)
+    if phase.trace is not None:
+        out = []
+        for req in phase.trace.requests:
+            blocks = [_ids(random.Random(h), BLOCK_TOKENS) for h in req.hash_ids]
+            ids = [t for b in blocks for t in b][: req.input_length]
+            out.append(ids + _ids(rng, req.input_length - len(ids)))
+        return out
+    return [(shared + _ids(rng, max(1, n - len(shared))))[: max(n, 1)] for n in lengths]
+
+
+def groups(phase: Phase, lengths: list[int]) -> list[dict]:
+    if phase.turns > 1 or phase.dataset is not None:
+        raise SimError(f"phase {phase.name!r}: conversations and datasets are not simulated")
+    ids = prompts(phase, lengths)
+    outs = [r.output_length for r in phase.trace.requests] if phase.trace else None
+    reqs = [{"prompt": p, "max_tokens": outs[i] if outs else phase.max_tokens,
+             "ignore_eos": phase.ignore_eos} for i, p in enumerate(ids)]  # fmt: skip
+    if phase.arrival == "burst":
+        n = phase.requests
+        return [{"mode": "closed", "clients": n, "requests": reqs[b * n : (b + 1) * n]}
+                for b in range(phase.bursts)]  # fmt: skip
+    if phase.arrival == "concurrency":
+        return [{"mode": "closed", "clients": phase.clients, "requests": reqs}]
+    for req, at in zip(reqs, arrival_offsets(phase), strict=True):
+        req["at"] = at
+    return [{"mode": "open", "requests": reqs}]
+
+
+def build(suite: Suite, lengths: dict[str, list[int]]) -> dict:
+    """The workload of `suite` (its warm-up first); `lengths`: each phase's drawn lengths."""
+    phases = [suite.warmup] if suite.warmup else []
+    phases += list(suite.phases)
+    return {"phases": [{"name": p.name, "groups": groups(p, lengths[p.name])} for p in phases]}

@@ -1,0 +1,150 @@
+"""harness sim: the engine's own Scheduler on a SimBackend and a virtual clock. Time is the cost
+model's, decisions are the scheduler's: the tests check both, and that the harness reads a
+simulated run as it reads a real one."""
+
+import json
+
+import numpy as np
+import pytest
+from harness_helpers import REPO
+from test_exit_codes import cli
+
+from engine.config import resolve_config
+from engine.model.load import load_model
+from engine.sim.costs import CostModel, features, fit
+from engine.sim.driver import simulate
+
+COSTS = CostModel(
+    "unit",
+    "made up for the tests",
+    {"prefill": [0.005, 2e-5, 1e-9], "decode": [0.003, 0.001, 1e-7]},
+)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_model("tiny")
+
+
+def burst(rows: int, prompt: int, max_tokens: int, bursts: int = 1) -> dict:
+    rng = np.random.default_rng(5)
+    reqs = [
+        {"prompt": [int(t) for t in rng.integers(3, 250, prompt)], "max_tokens": max_tokens,
+         "ignore_eos": True}
+        for _ in range(rows * bursts)
+    ]  # fmt: skip
+    groups = [{"mode": "closed", "clients": rows, "requests": reqs[b * rows : (b + 1) * rows]}
+              for b in range(bursts)]  # fmt: skip
+    return {"phases": [{"name": "main", "groups": groups}]}
+
+
+def config(**flags):
+    return resolve_config({"model": "tiny", **flags}, {})
+
+
+def counter(result: dict, name: str) -> float:
+    from harness.load.counters import deltas, parse_metrics
+
+    phase = result["phases"][-1]
+    d = deltas(parse_metrics(phase["metrics_before"]), parse_metrics(phase["metrics_after"]))
+    return d.get(name, 0.0)
+
+
+def test_the_simulation_is_deterministic(tiny):
+    wl = burst(4, 100, 8, bursts=3)
+    a, b = (simulate(tiny, config(), COSTS, wl) for _ in range(2))
+    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def test_time_is_the_cost_models_and_the_decisions_the_schedulers(tiny):
+    """A full cohort of 4 is admitted at once (no batch window), prefilled in one padded
+    forward, then decoded in lockstep: every time is a sum of the model's step prices."""
+    result = simulate(tiny, config(), COSTS, burst(4, 100, 8))
+    prefill = COSTS.seconds("prefill_batched", [100] * 4, [0] * 4)
+    decode = [COSTS.seconds("decode", [1] * 4, [100 + k] * 4) for k in range(7)]
+    for r in result["requests"]:
+        assert r["send"] == 0 and r["first_token"] == pytest.approx(prefill, abs=1e-12)
+        assert r["end"] == pytest.approx(prefill + sum(decode), abs=1e-12)
+        assert r["output_tokens"] == 8 and r["finish_reason"] == "length"
+    assert counter(result, 'engine_prefill_forwards_total{path="batched"}') == 1
+    assert counter(result, "engine_decode_steps_total") == 7
+    assert result["mask_bytes_max"] == 4 * 4 * 100 * 100
+
+
+def test_the_schedulers_flags_change_what_it_does(tiny):
+    """The token cap spills rows out of the cohort; a long prompt is chunked, and a short one
+    is admitted between its chunks: the real rules, on the virtual clock."""
+    capped = simulate(tiny, config(max_batch_prefill_tokens=200), COSTS, burst(4, 100, 4))
+    assert counter(capped, 'engine_prefill_forwards_total{path="batched"}') == 2
+    assert counter(capped, "engine_prefill_rows_spilled_total") == 2
+    rng = np.random.default_rng(1)
+    wl = {"phases": [{"name": "main", "groups": [{"mode": "open", "requests": [
+        {"prompt": [int(t) for t in rng.integers(3, 250, 3000)], "max_tokens": 2, "at": 0.0},
+        {"prompt": [7] * 20, "max_tokens": 4, "at": 0.05},
+    ]}]}]}  # fmt: skip
+    result = simulate(tiny, config(prefill_chunk_size=256), COSTS, wl)
+    long, short = result["requests"]
+    assert counter(result, 'engine_prefill_forwards_total{path="chunked"}') == 12
+    assert short["end"] < long["first_token"]
+
+
+def test_fit_recovers_the_prices_of_a_linear_cost():
+    rng = np.random.default_rng(0)
+    steps = []
+    for _ in range(60):
+        b = int(rng.integers(1, 5))
+        tokens = [int(rng.integers(1, 600))] * b
+        offsets = [int(rng.integers(0, 900))] * b
+        kind = "prefill_batched" if b > 1 else "prefill_single"
+        steps.append({"kind": kind, "tokens": tokens, "offsets": offsets,
+                      "s": COSTS.seconds(kind, tokens, offsets)})  # fmt: skip
+        steps.append({"kind": "decode", "tokens": [1] * b, "offsets": offsets,
+                      "s": COSTS.seconds("decode", [1] * b, offsets)})  # fmt: skip
+    model = fit(steps, "refit", "synthetic")
+    for fam, want in COSTS.coefficients.items():
+        assert model.coefficients[fam] == pytest.approx(want, rel=1e-6)
+        assert model.fit[fam]["mean_rel_error"] < 1e-9
+    assert features("decode", [1, 1], [9, 19]) == [1.0, 2.0, 30.0]
+
+
+def test_harness_sim_run_writes_a_run_json_the_harness_reads(tmp_path):
+    costs = tmp_path / "costs.json"
+    COSTS.save(costs)
+    out = tmp_path / "sim.json"
+    r = cli("sim", "run", "--suite", "short-concurrency", "--model", "tiny", "--costs",
+            str(costs), "--out", str(out), cwd=REPO)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    (run,) = json.loads(out.read_text())["runs"]
+    assert run["simulated"]["name"] == "unit" and run["valid"]
+    assert run["counters"]["main"]['engine_prefill_forwards_total{path="batched"}'] == 3
+    assert run["summary"]["ttft_p50_ms"] > 0 and run["summary"]["peak_rss_bytes"] is None
+    assert "simulated with unit" in r.stdout
+    again = tmp_path / "again.json"
+    cli("sim", "run", "--suite", "short-concurrency", "--model", "tiny", "--costs", str(costs),
+        "--out", str(again), cwd=REPO)  # fmt: skip
+    first, second = (json.loads(p.read_text())["runs"][0] for p in (out, again))
+    assert first["requests"] == second["requests"]  # deterministic through the harness too
+    cmp = cli("compare", str(out), str(again), "--out-dir", str(tmp_path / "cmp"), cwd=REPO)
+    assert cmp.returncode == 0, cmp.stdout + cmp.stderr  # one round each: INCONCLUSIVE
+    assert "ttft_p50_ms 1.000x" in cmp.stdout  # the same simulation: the same numbers
+
+
+def test_the_simulated_counters_are_the_real_engines(tmp_path):
+    """short-concurrency on tiny, served for real and simulated: the same scheduling
+    (batched prefill forwards, rows, spills, chunks, decode steps, cache hits)."""
+    costs = tmp_path / "costs.json"
+    COSTS.save(costs)
+    real_out, sim_out = tmp_path / "real.json", tmp_path / "sim.json"
+    r = cli("run", "--quiet", "--suite", "short-concurrency", "--model", "tiny",
+            "--out", str(real_out), cwd=REPO)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = cli("sim", "run", "--suite", "short-concurrency", "--model", "tiny", "--costs",
+            str(costs), "--out", str(sim_out), cwd=REPO)  # fmt: skip
+    assert s.returncode == 0, s.stdout + s.stderr
+    real, sim = (
+        json.loads(p.read_text())["runs"][0]["counters"]["main"] for p in (real_out, sim_out)
+    )
+    names = [k for k in real if k.startswith(("engine_prefill", "engine_decode_steps",
+                                             "engine_prompt_cache_hits"))]  # fmt: skip
+    assert len(names) >= 6
+    assert {k: real[k] for k in names} == {k: sim.get(k, 0.0) for k in names}
