@@ -17,7 +17,12 @@ from engine.sim.driver import simulate
 COSTS = CostModel(
     "unit",
     "made up for the tests",
-    {"prefill": [0.005, 2e-5, 1e-9], "decode": [0.003, 0.001, 1e-7]},
+    "tiny",
+    {
+        "prefill": [0.005, 2e-5, 1e-9],
+        "prefill_batched": [0.006, 3e-5, 2e-9],
+        "decode": [0.003, 0.001, 1e-7, 0.0005],
+    },  # fmt: skip
 )
 
 
@@ -91,20 +96,22 @@ def test_the_schedulers_flags_change_what_it_does(tiny):
 def test_fit_recovers_the_prices_of_a_linear_cost():
     rng = np.random.default_rng(0)
     steps = []
-    for _ in range(60):
+    for _ in range(80):
         b = int(rng.integers(1, 5))
         tokens = [int(rng.integers(1, 600))] * b
         offsets = [int(rng.integers(0, 900))] * b
         kind = "prefill_batched" if b > 1 else "prefill_single"
         steps.append({"kind": kind, "tokens": tokens, "offsets": offsets,
                       "s": COSTS.seconds(kind, tokens, offsets)})  # fmt: skip
-        steps.append({"kind": "decode", "tokens": [1] * b, "offsets": offsets,
-                      "s": COSTS.seconds("decode", [1] * b, offsets)})  # fmt: skip
-    model = fit(steps, "refit", "synthetic")
+        rows = int(rng.integers(1, 33))
+        context = [int(rng.integers(0, 900)) for _ in range(rows)]
+        steps.append({"kind": "decode", "tokens": [1] * rows, "offsets": context,
+                      "s": COSTS.seconds("decode", [1] * rows, context)})  # fmt: skip
+    model = fit(steps, "refit", "synthetic", "tiny")
     for fam, want in COSTS.coefficients.items():
         assert model.coefficients[fam] == pytest.approx(want, rel=1e-6)
         assert model.fit[fam]["mean_rel_error"] < 1e-9
-    assert features("decode", [1, 1], [9, 19]) == [1.0, 2.0, 30.0]
+    assert features("decode", [1, 1], [9, 19]) == [1.0, 2.0, 30.0, 0.0]
 
 
 def test_harness_sim_run_writes_a_run_json_the_harness_reads(tmp_path):
@@ -127,6 +134,15 @@ def test_harness_sim_run_writes_a_run_json_the_harness_reads(tmp_path):
     cmp = cli("compare", str(out), str(again), "--out-dir", str(tmp_path / "cmp"), cwd=REPO)
     assert cmp.returncode == 0, cmp.stdout + cmp.stderr  # one round each: INCONCLUSIVE
     assert "ttft_p50_ms 1.000x" in cmp.stdout  # the same simulation: the same numbers
+
+
+def test_a_cost_model_of_another_model_is_refused_in_one_line(tmp_path):
+    costs = tmp_path / "costs.json"
+    CostModel("other", "x", "smollm2-135m", COSTS.coefficients).save(costs)
+    r = cli("sim", "run", "--suite", "smoke", "--model", "tiny", "--costs", str(costs),
+            "--out", str(tmp_path / "o.json"), cwd=REPO)  # fmt: skip
+    assert r.returncode == 2 and "prices smollm2-135m, not tiny" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
 
 
 def test_the_simulated_counters_are_the_real_engines(tmp_path):

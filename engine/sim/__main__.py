@@ -44,6 +44,8 @@ def run(workload_path, costs_path, model, no_batch, no_prompt_cache, **flags):
         workload = json.loads(Path(workload_path).read_text())
     except (ConfigError, OSError, ValueError, KeyError) as e:
         raise click.UsageError(str(e)) from None
+    if costs.model != model:
+        raise click.UsageError(f"cost model {costs.name} prices {costs.model}, not {model}")
     result = simulate(load_model(model), config, costs, workload)
     result["config"] = config.public()
     json.dump(result, sys.stdout)
@@ -54,15 +56,16 @@ def run(workload_path, costs_path, model, no_batch, no_prompt_cache, **flags):
 @click.option("--out", required=True, type=click.Path(dir_okay=False))
 @click.option("--name", required=True)
 @click.option("--source", required=True, help="Where the steps were measured (model, machine).")
-def fit_command(traces, out, name, source):
+@click.option("--model", required=True, help="The model the steps ran.")
+def fit_command(traces, out, name, source, model):
     """Fit a cost model to step traces."""
     steps = [json.loads(line) for t in traces for line in Path(t).read_text().splitlines() if line]
     try:
-        model = fit(steps, name, source)
+        costs = fit(steps, name, source, model)
     except ValueError as e:
         raise click.UsageError(str(e)) from None
-    model.save(Path(out))
-    click.echo(json.dumps(model.fit))
+    costs.save(Path(out))
+    click.echo(json.dumps(costs.fit))
 
 
 if __name__ == "__main__":

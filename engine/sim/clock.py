@@ -19,6 +19,8 @@ class VirtualClock(Clock):
     def wait(self, wake: threading.Event, timeout: float, idle: bool) -> None:
         """Jump to the next arrival (idle) or to the end of the wait, whichever is first."""
         wake.clear()
-        end = self.next_event if idle else min(self.t + timeout, self.next_event)
+        # at least a microsecond: a wait shorter than the clock's float resolution would
+        # leave it where it is, and the scheduler waiting for ever
+        end = self.next_event if idle else min(self.t + max(timeout, 1e-6), self.next_event)
         if end != float("inf"):
             self.t = max(self.t, end)

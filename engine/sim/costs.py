@@ -1,12 +1,13 @@
 """CostModel: seconds of one forward from its shape, fitted to the engine's own steps.
 
 The form is linear in a few features of a step (what a step costs grows with them, and a
-least-squares fit of the real engine's step trace gives each one's price):
-- prefill (batched, single or a chunk): 1, the padded tokens B x L (every projection's GEMM runs
-  over them), and the attention area B x L x S (S = the longest row's cached + new tokens: the
-  mask and the scores);
-- decode: 1, the rows B (each row's weights pass and sampling), and the context the rows attend
-  over, sum of (cached + 1).
+least-squares fit of the real engine's step trace gives each one's price), per family:
+- prefill (single or a chunk) and batched prefill, priced apart (the batched path materializes
+  its [B, L, S] mask and pads): 1, the padded tokens B x L (every projection's GEMM runs over
+  them), and the attention area B x L x S (S = the longest row's cached + new tokens);
+- decode: 1, the rows B (each row's share of the step and its sampling), the context the rows
+  attend over, sum of (cached + 1), and the rows past 16 (where the torch backend's decode
+  switches from its int4 kernel to the GEMM: another price per row).
 """
 
 import json
@@ -17,18 +18,21 @@ import numpy as np
 
 FEATURES = {
     "prefill": ("step", "padded_tokens", "attention_area"),
-    "decode": ("step", "rows", "context_tokens"),
+    "prefill_batched": ("step", "padded_tokens", "attention_area"),
+    "decode": ("step", "rows", "context_tokens", "rows_past_16"),
 }
+KERNEL_ROWS = 16  # the torch backend's DENSE_ROWS: decode rows past it run the GEMM
 
 
 def family(kind: str) -> str:
-    return "decode" if kind == "decode" else "prefill"
+    return kind if kind in ("decode", "prefill_batched") else "prefill"
 
 
 def features(kind: str, tokens: list[int], offsets: list[int]) -> list[float]:
     rows = len(tokens)
     if family(kind) == "decode":
-        return [1.0, float(rows), float(sum(o + 1 for o in offsets))]
+        context = float(sum(o + 1 for o in offsets))
+        return [1.0, float(rows), context, float(max(0, rows - KERNEL_ROWS))]
     longest = max(tokens)
     span = max(o + t for o, t in zip(offsets, tokens, strict=True))
     return [1.0, float(rows * longest), float(rows * longest * span)]
@@ -38,6 +42,7 @@ def features(kind: str, tokens: list[int], offsets: list[int]) -> list[float]:
 class CostModel:
     name: str
     source: str  # where its numbers come from: a fit (model, machine, date) or a roofline
+    model: str  # the model whose steps it prices
     coefficients: dict[str, list[float]]  # per family, in FEATURES order (seconds per unit)
     fit: dict = field(default_factory=dict)  # per family: steps, mean and p95 relative error
 
@@ -51,15 +56,27 @@ class CostModel:
     @classmethod
     def load(cls, path: Path) -> "CostModel":
         data = json.loads(Path(path).read_text())
-        return cls(data["name"], data["source"], data["coefficients"], data.get("fit", {}))
+        for fam, names in FEATURES.items():
+            prices = data["coefficients"].get(fam) or []
+            if len(prices) != len(names):
+                raise ValueError(
+                    f"cost model {data['name']} has {len(prices)} {fam} prices where this "
+                    f"engine's form has {len(names)} ({', '.join(names)}): fit it again"
+                )
+        return cls(
+            data["name"], data["source"], data["model"], data["coefficients"], data.get("fit", {})
+        )
 
 
-def fit(steps: list[dict], name: str, source: str) -> CostModel:
+def fit(steps: list[dict], name: str, source: str, model: str) -> CostModel:
     """Non-negative least squares per family on relative error (each step weighted by 1/its
     seconds, so a 5 ms decode step counts as much as a 2 s prefill)."""
     coefficients, report = {}, {}
     for fam, names in FEATURES.items():
         rows = [s for s in steps if family(s["kind"]) == fam and s["s"] > 0]
+        if not rows and fam == "prefill_batched":  # never batched: priced as single prefill
+            coefficients[fam], report[fam] = coefficients["prefill"], {"steps": 0}
+            continue
         if len(rows) < len(names):
             raise ValueError(f"{len(rows)} {fam} steps: too few to fit {len(names)} prices")
         x = np.array([features(s["kind"], s["tokens"], s["offsets"]) for s in rows])
@@ -73,7 +90,7 @@ def fit(steps: list[dict], name: str, source: str) -> CostModel:
             "mean_rel_error": float(rel.mean()),
             "p95_rel_error": float(np.percentile(rel, 95)),
         }
-    return CostModel(name, source, coefficients, report)
+    return CostModel(name, source, model, coefficients, report)
 
 
 def _nonnegative_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -65,8 +65,10 @@ class Simulation:
     def at(self, t: float, fn) -> None:
         heapq.heappush(self.events, (t, next(self.order), fn))
 
-    def send(self, out: Outcome, req: dict, done) -> None:
-        out.send = self.clock.now()
+    def send(self, out: Outcome, req: dict, done, at: float | None = None) -> None:
+        """Submit at the clock's now; `at`: when the client sent it (an arrival that fell
+        inside a forward is submitted when the forward ends, but was sent at its time)."""
+        out.send = self.clock.now() if at is None else at
         seq = Sequence(req["prompt"], req["max_tokens"], SamplingParams(temperature=0.0),
                        ignore_eos=req.get("ignore_eos", False))  # fmt: skip
 
@@ -95,7 +97,8 @@ class Simulation:
         outcomes.extend(outs)
         if group["mode"] == "open":
             for out, req in zip(outs, reqs, strict=True):
-                self.at(out.arrival, lambda o=out, r=req: self.send(o, r, lambda: None))
+                t = out.arrival
+                self.at(t, lambda o=out, r=req, t=t: self.send(o, r, lambda: None, at=t))
         else:
             queue = iter(zip(outs, reqs, strict=True))
 

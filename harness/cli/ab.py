@@ -10,6 +10,7 @@ from statistics import median
 from typing import NoReturn
 
 import click
+from click.core import ParameterSource
 from rich.console import Console
 from rich.table import Table
 
@@ -36,6 +37,9 @@ from harness.report.saved import compare_saved, load_result
 from harness.report.summary import ab_summary, append_summary, summary_targets
 from harness.runs.ab import ABRunner, ab_result
 from harness.runs.plan import default_refs, label_arms, plan_arm, unsampled_memory
+from harness.sim.gate import compare_simulated
+from harness.sim.run import sim_run
+from harness.sim.workload import SimError
 from harness.stats.compare import EXIT_MEANING, ComparisonError
 from harness.stats.verdict import clear_pass
 from harness.workload.suite import SuiteError, load_suite, override
@@ -194,6 +198,16 @@ def write_summary(render: Callable[[], str], summary_file: Path | None) -> None:
 )
 @click.option("--null-arm", is_flag=True, help="Add a second base arm per round (noise floor).")
 @click.option(
+    "--sim",
+    "sim_costs",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    metavar="COSTS",
+    help="Simulate instead of serving: each arm's own scheduler (its ref and flags) on a "
+    "virtual clock priced by this cost model (harness sim calibrate); one deterministic run "
+    "per arm, gated by the tolerances without rounds (docs/simulation.md).",
+)
+@click.option(
     "--isolated",
     is_flag=True,
     help="Build and serve each git ref as servegate.toml's [server.isolated] says (this "
@@ -212,6 +226,7 @@ def ab(
     rounds,
     max_rounds,
     null_arm,
+    sim_costs,
     isolated,
     api_key,
     dry_run,
@@ -263,6 +278,8 @@ def ab(
     if dry_run:
         print_plan(plans)
         return
+    if sim_costs is not None:
+        simulated_ab(suite, plans, sim_costs, null_arm, out_dir, summary_file)
     suite, notes = unsampled_memory(suite, plans)
     runner = ABRunner(
         suite,
@@ -289,6 +306,35 @@ def ab(
                 console.print(f"the runs so far: {report.with_suffix('.json')}", highlight=False)
         sys.exit(signals.exit_code())
     finish(ab_result(suite, plans, outcome, command), out_dir, summary_file)
+
+
+def simulated_ab(suite, plans, costs: Path, null_arm: bool, out_dir, summary_file) -> NoReturn:
+    """`ab --sim`: both arms simulated, gated deterministically; never returns."""
+    given = click.get_current_context().get_parameter_source
+    fixed = [o for o in ("rounds", "max_rounds") if given(o) == ParameterSource.COMMANDLINE]
+    if null_arm or fixed:
+        what = "--null-arm" if null_arm else f"--{fixed[0].replace('_', '-')}"
+        raise InputError(f"{what} does not apply to --sim: a simulation is deterministic")
+    console = Console(stderr=True)
+    try:
+        runs = {}
+        for name in ("base", "head"):
+            console.print(f"simulating {name} ({plans[name].desc['label']})", highlight=False)
+            runs[name] = sim_run(suite, plans[name].arm, costs)
+        comparison = compare_simulated(runs["base"], runs["head"], suite.gate)
+    except (SimError, ComparisonError) as e:
+        raise input_error(e) from None
+    sim = runs["head"]["simulated"]
+    fit = sim.get("fit") or {}
+    errors = ", ".join(f"{k} {v['mean_rel_error'] * 100:.1f}%" for k, v in fit.items()) or "n/a"
+    outcome = {
+        "rounds": [{"round": 1, "order": ["base", "head"], **runs}],
+        "crash": None,
+        "schedule": None,
+        "comparison": comparison.to_dict(),
+        "simulated": {**sim, "fit_error": f"mean {errors}"},
+    }
+    finish(ab_result(suite, plans, outcome, harness_command()), out_dir, summary_file)
 
 
 @click.command()

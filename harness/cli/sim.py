@@ -31,7 +31,11 @@ from harness.sim.run import sim_run
 from harness.sim.workload import SimError
 from harness.workload.suite import SuiteError, load_suite
 
-CALIBRATION = ("single-client", "short-concurrency", "prefill-storm", "long-transient")
+CALIBRATION = ("single-client", "short-concurrency", "long-transient", "sim-calibration")
+VALIDATION = (
+    "smoke", "single-client", "short-concurrency", "boundary-spill", "prefill-storm",
+    "long-transient", "rival-chat", "head-of-line", "trace-replay",
+)  # fmt: skip
 COMPARED = ("ttft_p50_ms", "ttft_p95_ms", "tok_s")
 COSTS = click.Path(exists=True, dir_okay=False, path_type=Path)
 
@@ -156,7 +160,8 @@ def calibrate(out, suites, ref, quiet) -> None:
     cpu = machine_facts().get("cpu_model") or platform.processor() or "this CPU"
     source = f"{plan.arm.model} on {cpu}, {len(names)} suites, {date.today().isoformat()}"
     argv = [plan.arm.python or sys.executable, "-m", "engine.sim", "fit", str(trace),
-            "--out", str(out.resolve()), "--name", out.stem, "--source", source]  # fmt: skip
+            "--out", str(out.resolve()), "--name", out.stem, "--source", source,
+            "--model", plan.arm.model]  # fmt: skip
     done = subprocess.run(argv, cwd=plan.arm.cwd, capture_output=True, text=True)
     if done.returncode != 0:
         raise InputError(f"the fit failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
@@ -167,9 +172,9 @@ def calibrate(out, suites, ref, quiet) -> None:
 @sim.command("validate")
 @click.option("--costs", required=True, type=COSTS)
 @click.option("--suite", "suites", multiple=True, metavar="NAME_OR_PATH",
-              help=f"Suites to run both ways [default: {', '.join(CALIBRATION)}].")  # fmt: skip
+              help=f"Suites to run both ways [default: {', '.join(VALIDATION)}].")  # fmt: skip
 @click.option("--ref", default=None, metavar="REF")
 @click.option("--quiet", is_flag=True)
 def validate(costs, suites, ref, quiet) -> None:
     """Run suites for real and simulated; print each one's error per metric."""
-    _print_table(_table(list(suites or CALIBRATION), costs, ref, quiet))
+    _print_table(_table(list(suites or VALIDATION), costs, ref, quiet))

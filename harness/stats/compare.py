@@ -198,7 +198,7 @@ def _metrics(
     return out
 
 
-def _overall(metrics: list[MetricResult], invalid: list[str]) -> str:
+def overall_verdict(metrics: list[MetricResult], invalid: list[str]) -> str:
     verdicts = {m.verdict for m in metrics}
     for outcome in (INVALID, Verdict.REGRESSION, Verdict.INCONCLUSIVE, Verdict.IMPROVEMENT):
         if outcome in verdicts or (outcome == INVALID and invalid):
@@ -263,7 +263,7 @@ def compare_rounds(
     schedule = schedule or Schedule.single(max(n, 1))
     metrics = _metrics(rounds, "head", tolerances, slack_bytes, seed, schedule)
     noise = _metrics(rounds, "null", tolerances, slack_bytes, seed, schedule)
-    verdict = _overall(metrics, invalid)
+    verdict = overall_verdict(metrics, invalid)
     return Comparison(
         verdict=verdict,
         exit_code=EXIT_CODES[verdict],

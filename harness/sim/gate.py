@@ -1,0 +1,35 @@
+"""The gate on two simulated runs: deterministic (the same inputs give the same numbers), so a
+metric's verdict is its ratio against the suite's tolerance, with no rounds and no interval:
+worse beyond it REGRESSION, better beyond it IMPROVEMENT, else PASS. Memory is not simulated."""
+
+from __future__ import annotations
+
+from harness.stats.compare import (
+    EXIT_CODES,
+    Comparison,
+    MetricResult,
+    check_fingerprints,
+    overall_verdict,
+)
+from harness.stats.verdict import Verdict, lower_is_better, ratio_verdict
+
+
+def compare_simulated(base: dict, head: dict, tolerances: dict[str, float]) -> Comparison:
+    rounds = [{"round": 1, "base": base, "head": head}]
+    fingerprint = check_fingerprints(rounds)
+    invalid = [f"{arm}: invalid: {'; '.join(run['invalid_reasons'])}"
+               for arm, run in (("base", base), ("head", head)) if not run["valid"]]  # fmt: skip
+    metrics = []
+    for name, tol in tolerances.items():
+        b, h = base["summary"].get(name), head["summary"].get(name)
+        better = lower_is_better(name)
+        if b is None or h is None or b <= 0:
+            metrics.append(MetricResult(name, [b], [h], None, None, None, tol, Verdict.NA, None,
+                                        "simulated", better, "not simulated"))  # fmt: skip
+            continue
+        r = h / b
+        verdict = ratio_verdict(r, r, r, tol, better)
+        metrics.append(MetricResult(name, [b], [h], r, r, r, tol, verdict, None, "simulated",
+                                    better, evidence_low=r, evidence_high=r))  # fmt: skip
+    verdict = overall_verdict(metrics, invalid)
+    return Comparison(verdict, EXIT_CODES[verdict], 1, fingerprint, metrics, invalid=invalid)
