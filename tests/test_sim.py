@@ -147,7 +147,7 @@ def test_a_cost_model_of_another_model_is_refused_in_one_line(tmp_path):
 
 def test_the_simulated_counters_are_the_real_engines(tmp_path):
     """short-concurrency on tiny, served for real and simulated: the same scheduling
-    (batched prefill forwards, rows, spills, chunks, decode steps, cache hits)."""
+    (prefill forwards and rows by path, spills, cache hits and misses)."""
     costs = tmp_path / "costs.json"
     COSTS.save(costs)
     real_out, sim_out = tmp_path / "real.json", tmp_path / "sim.json"
@@ -160,7 +160,45 @@ def test_the_simulated_counters_are_the_real_engines(tmp_path):
     real, sim = (
         json.loads(p.read_text())["runs"][0]["counters"]["main"] for p in (real_out, sim_out)
     )
-    names = [k for k in real if k.startswith(("engine_prefill", "engine_decode_steps",
-                                             "engine_prompt_cache_hits"))]  # fmt: skip
+    names = [k for k in real if k.startswith(("engine_prefill_forwards", "engine_prefill_rows",
+                                             "engine_prompt_cache"))]  # fmt: skip
     assert len(names) >= 6
-    assert {k: real[k] for k in names} == {k: sim.get(k, 0.0) for k in names}
+    want, got = {k: real[k] for k in names}, {k: sim.get(k, 0.0) for k in names}
+    assert want == got, (want, got)
+
+
+def sim_ab(repo_path, tmp_path, *args: str):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "SERVEGATE_CACHE": str(tmp_path / "cache")}
+    return subprocess.run(
+        [sys.executable, "-m", "harness", "ab", "--quiet", "--suite", "boundary-spill",
+         "--model", "tiny", "--out-dir", str(tmp_path / "out"), *args],
+        cwd=repo_path, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+
+
+def test_a_scheduler_change_in_a_commit_changes_the_simulated_verdict(tmp_path):
+    """The token cap re-derived as max_batch_prefill x chunk (half of today's) in a throwaway
+    commit: boundary-spill's four 520-token prompts no longer batch, and the simulated A/B of
+    the two commits (each arm's own scheduler) says REGRESSION; the same commit twice PASSes."""
+    from harness_helpers import ThrowawayRepo
+
+    repo = ThrowawayRepo(tmp_path)
+    costs = tmp_path / "costs.json"
+    COSTS.save(costs)
+    base = repo.git("rev-parse", "HEAD")
+    head = repo.commit("cap: mbp x chunk", "engine/config.py",
+                       "return 2 * max_batch_prefill * prefill_chunk_size",
+                       "return max_batch_prefill * prefill_chunk_size")  # fmt: skip
+    same = sim_ab(repo.path, tmp_path, "--sim", str(costs), "--base", base, "--head", base)
+    assert same.returncode == 0 and "verdict: PASS" in same.stdout, same.stdout + same.stderr
+    changed = sim_ab(repo.path, tmp_path, "--sim", str(costs), "--base", base, "--head", head)
+    assert changed.returncode == 1, changed.stdout + changed.stderr
+    assert "verdict: REGRESSION" in changed.stdout
+    (report,) = (tmp_path / "out").glob(f"*{head[:8]}*.md")
+    assert "**Simulated**" in report.read_text()
+    rounds = sim_ab(repo.path, tmp_path, "--sim", str(costs), "--rounds", "3")
+    assert rounds.returncode == 2 and "--rounds does not apply to --sim" in rounds.stderr
