@@ -96,10 +96,15 @@ def test_prepared_weights_are_saved_once_mapped_after_and_serve_the_same_logits(
     assert load_backend("torch", load_model(str(path)), dtype="int4").weights_from == (
         "prepared file"
     )
+    stale, fresh = tmp_path / "cache" / "gone-0.pt", tmp_path / "cache" / "kept-0.pt"
+    stale.write_bytes(b"x")
+    fresh.write_bytes(b"x")
+    os.utime(stale, (0, 0))  # untouched since 1970: removed by the next save
     path.touch()  # the GGUF changed (its mtime): a new name, packed again
     assert load_backend("torch", load_model(str(path)), dtype="int4").weights_from == (
         "packed, then saved"
     )
+    assert not stale.exists() and fresh.exists()
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     monkeypatch.setenv("SERVEGATE_WEIGHTS_CACHE", str(blocker / "cache"))  # cannot be made

@@ -77,13 +77,21 @@ def fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:,.3f}" if abs(x) < 1000 else f"{x:,.0f}"
 
 
+def _interval(m: dict, named: bool = False) -> str:
+    """The ratio's 95% CI, or `exact (simulated)` for a simulated A/B's (no sampling)."""
+    if m.get("method") == "simulated":
+        return "exact (simulated)"
+    ci = f"[{fmt(m['ci_low'])}, {fmt(m['ci_high'])}]"
+    return f"95% CI {ci}" if named else ci
+
+
 def print_verdict(console: Console, ab: dict) -> None:
     comp = ab["comparison"]
     table = Table(title=f"{ab['suite']}: {ab['base']['label']} vs {ab['head']['label']}")
     for col in ("metric", "base", "head", "ratio", "95% CI", "tol", "verdict"):
         table.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
     for m in comp["metrics"]:
-        ci = f"[{fmt(m['ci_low'])}, {fmt(m['ci_high'])}]"
+        ci = _interval(m)
         table.add_row(
             m["name"],
             fmt(_median(m["base"])),
@@ -97,8 +105,7 @@ def print_verdict(console: Console, ab: dict) -> None:
     for m in comp["metrics"]:
         if str(m["verdict"]) in ("REGRESSION", "IMPROVEMENT", "INCONCLUSIVE"):
             console.print(
-                f"{m['verdict']}: {m['name']} {fmt(m['ratio'])}x head/base, 95% CI "
-                f"[{fmt(m['ci_low'])}, {fmt(m['ci_high'])}]",
+                f"{m['verdict']}: {m['name']} {fmt(m['ratio'])}x head/base, {_interval(m, True)}",
                 highlight=False,
             )
         elif line := clear_pass(m):

@@ -93,6 +93,8 @@ def fmt_interval(m: dict, pct: bool = False) -> str:
     """The 95% CI of the ratio, or for a memory peak the range of head/base over every pair of
     runs (min/max rule): labelled, so it is never read as a confidence interval."""
     lo, hi = m["ci_low"], m["ci_high"]
+    if m["method"] == "simulated":
+        return "exact (simulated)"
     if lo is None or hi is None:
         return "n/a"
     cell = f"[{fmt_change(lo)}, {fmt_change(hi)}]" if pct else fmt_ci(lo, hi)

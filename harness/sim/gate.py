@@ -1,6 +1,7 @@
 """The gate on two simulated runs: deterministic (the same inputs give the same numbers), so a
 metric's verdict is its ratio against the suite's tolerance, with no rounds and no interval:
-worse beyond it REGRESSION, better beyond it IMPROVEMENT, else PASS. Memory is not simulated."""
+worse beyond it REGRESSION, better beyond it IMPROVEMENT, else PASS (method "simulated": the
+reports say "exact (simulated)" where a real A/B shows its interval). Memory is not simulated."""
 
 from __future__ import annotations
 

@@ -83,7 +83,7 @@ def clear_change(m: dict) -> str | None:
     seven runs, so it is not said (docs/statistics.md, "Changed within tolerance")."""
     lo, hi, ratio = m.get("ci_low"), m.get("ci_high"), m.get("ratio")
     ev_lo, ev_hi = m.get("evidence_low"), m.get("evidence_high")
-    if str(m.get("verdict")) != Verdict.PASS or m.get("method") == "minmax":
+    if str(m.get("verdict")) != Verdict.PASS or m.get("method") in ("minmax", "simulated"):
         return None
     if None in (lo, hi, ratio, ev_lo, ev_hi) or ev_lo <= 1 <= ev_hi:
         return None

@@ -8,13 +8,15 @@ maps that file (as llama.cpp maps its GGUF): no packing, and only pages that are
 
 The folder: $SERVEGATE_WEIGHTS_CACHE, else $XDG_CACHE_HOME/servegate/weights, else
 ~/.cache/servegate/weights; SERVEGATE_WEIGHTS_CACHE=0 turns it off. A folder that cannot be
-written only costs the packing.
+written only costs the packing. A file is touched when it is mapped, and a save removes the
+folder's files untouched for STALE_DAYS (each GGUF path and engine version makes its own).
 """
 
 import contextlib
 import hashlib
 import logging
 import os
+import time
 from pathlib import Path
 
 import torch
@@ -22,6 +24,7 @@ import torch
 from engine.backends.torch import int4
 
 log = logging.getLogger("engine")
+STALE_DAYS = 14
 
 
 def cache_dir() -> Path | None:
@@ -53,6 +56,8 @@ class PreparedWeights:
         if self.path is not None and self.path.exists():
             try:
                 self.tensors = torch.load(self.path, mmap=True, weights_only=True)
+                with contextlib.suppress(OSError):
+                    os.utime(self.path)  # in use: kept by the pruning below
             except Exception as e:  # a torn or foreign file: pack again and replace it
                 log.warning("engine: prepared weights %s unreadable (%s); packing", self.path, e)
 
@@ -77,9 +82,17 @@ class PreparedWeights:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             torch.save(self.tensors, tmp)
             os.replace(tmp, self.path)
+            self._prune()
             return True
         except OSError as e:
             with contextlib.suppress(OSError):
                 tmp.unlink(missing_ok=True)
             log.warning("engine: could not save prepared weights to %s (%s)", self.path, e)
             return False
+
+    def _prune(self) -> None:
+        cutoff = time.time() - STALE_DAYS * 86400
+        for old in self.path.parent.glob("*.pt"):
+            with contextlib.suppress(OSError):
+                if old != self.path and old.stat().st_mtime < cutoff:
+                    old.unlink()
