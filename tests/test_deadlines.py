@@ -62,7 +62,7 @@ def test_servers_that_never_finish_end_the_run_invalid_in_bounded_time(
 def test_ab_and_sweep_against_an_endless_server_end_invalid_in_bounded_time(tmp_path, verb):
     marker = unique_marker()
     suite = tmp_path / "s.toml"
-    suite.write_text(DEADLINE_SUITE.format(model=marker, request=2, phase=20))
+    suite.write_text(DEADLINE_SUITE.format(model=marker, request=2, phase=10))
     endless = scripted("--endless --itl-ms 5 --ttft-ms 100000", model=marker)
     arms = ["--base-cmd", endless, "--head-cmd", endless + " --tag b"]
     extra = (
