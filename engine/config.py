@@ -98,6 +98,10 @@ class EngineConfig:
         if not 0 < self.port < 65536:
             raise ConfigError("--port must be in 1..65535")
 
+    def context(self, model_context: int) -> int:
+        """Tokens a sequence may hold: --ctx-size, at most the model's (0: the model's)."""
+        return min(self.ctx_size, model_context) if self.ctx_size else model_context
+
     @property
     def token_cap(self) -> int:
         """The batched-prefill cap on rows * max_len; 0 means uncapped."""

@@ -13,7 +13,7 @@ from engine.config import EngineConfig
 from engine.memory import release_freed_memory
 from engine.metrics import EngineMetrics
 from engine.model.load import LoadedModel, load_model
-from engine.policy import default_kv_budget, default_prompt_cache_budget
+from engine.policy import budgets
 from engine.protocol import ApiError, GenerationRequest
 from engine.scheduler import Scheduler
 from engine.sequence import Sequence
@@ -39,11 +39,14 @@ class Engine:
         self.load_seconds = {"model file": t1 - t0, "backend": time.perf_counter() - t1}
         self.loaded.drop_weights()  # the backend has its own
         release_freed_memory()
-        model_ctx = self.loaded.args.max_position_embeddings
-        self.ctx_size = min(c.ctx_size, model_ctx) if c.ctx_size else model_ctx
+        self.ctx_size = c.context(self.loaded.args.max_position_embeddings)
         self.backend.reserve_kv(c.parallel, self.ctx_size)  # CPU: address space, not memory
-        self.kv_budget = self._kv_budget()
-        self.prompt_cache_budget = self._prompt_cache_budget()
+        free = self.backend.available_memory()  # device memory; None: host memory
+        free = free if free is not None else psutil.virtual_memory().available
+        context_kv = self.backend.kv_bytes(self.ctx_size)
+        self.kv_budget, self.prompt_cache_budget = budgets(
+            c.kv_cache_budget, c.prompt_cache_bytes, context_kv, free
+        )
         self.scheduler = Scheduler(
             self.backend, self.tokenizer, c, self.metrics, self.kv_budget, self.prompt_cache_budget
         )
@@ -64,21 +67,6 @@ class Engine:
             c.public(),
             self.kv_budget,
         )
-
-    def _kv_budget(self) -> int | None:
-        b = self.config.kv_cache_budget
-        if b != "auto":
-            return b
-        free = self.backend.available_memory()
-        return default_kv_budget(free if free is not None else psutil.virtual_memory().available)
-
-    def _prompt_cache_budget(self) -> int:
-        b = self.config.prompt_cache_bytes
-        if b != "auto":
-            return b
-        free = self.backend.available_memory()
-        free = free if free is not None else psutil.virtual_memory().available
-        return default_prompt_cache_budget(self.backend.kv_bytes(self.ctx_size), free)
 
     def describe(self) -> dict:
         return {

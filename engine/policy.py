@@ -95,5 +95,17 @@ def default_prompt_cache_budget(context_kv_bytes: int, available_bytes: int) -> 
     return min(context_kv_bytes, available_bytes // 10)
 
 
+def budgets(
+    kv_setting: str | int | None, cache_setting: str | int, context_kv: int, free: int
+) -> tuple[int | None, int]:
+    """The KV budget and the prompt cache's, "auto" resolved against `free` bytes and the KV
+    bytes of one full context."""
+    kv = default_kv_budget(free) if kv_setting == "auto" else kv_setting
+    cache = (
+        default_prompt_cache_budget(context_kv, free) if cache_setting == "auto" else cache_setting
+    )
+    return kv, cache
+
+
 def kv_admits(live_bytes: int, need_bytes: int, budget: int | None) -> bool:
     return budget is None or live_bytes + need_bytes <= budget

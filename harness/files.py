@@ -42,10 +42,13 @@ def _umask() -> int:
     return mask
 
 
-def read_capped(path: Path, limit: int) -> bytes:
-    """A file's bytes, refused past `limit` (a trace, a dataset): ValueError naming the size
-    limit, OSError when it cannot be read."""
+def read_capped(path: Path, limit: int, what: str, error: type[Exception]) -> bytes:
+    """A file's bytes (a trace, a dataset), or `error` with one line: past `limit`, or when it
+    cannot be read."""
     path = Path(path)
-    if path.stat().st_size > limit:
-        raise ValueError(f"{path}: over {limit // 2**20} MiB")
-    return path.read_bytes()
+    try:
+        if path.stat().st_size > limit:
+            raise error(f"{path}: over {limit // 2**20} MiB")
+        return path.read_bytes()
+    except OSError as exc:
+        raise error(f"{what} {path}: {exc.strerror or exc}") from None

@@ -111,8 +111,7 @@ def read_weights(
         else:
             w = dequantize(t)
             dense[name] = _unpermute(w, heads) if heads else w
-    q4, q8 = LazyMap(q4), LazyMap(q8)
-    return Weights(dense, {**q4.make, **q8.make}, count), q4, q8
+    return Weights(dense, LazyMap({**q4, **q8}), count), LazyMap(q4), LazyMap(q8)
 
 
 def read_tokenizer(reader: GGUFFile) -> Tokenizer:

@@ -36,14 +36,14 @@ class Weights(Mapping):
     def __init__(
         self,
         dense: dict[str, np.ndarray],
-        quantized: Mapping[str, Callable[[], Q4Weight | Q8Weight]],
+        quantized: Mapping[str, Q4Weight | Q8Weight],  # a LazyMap: decoded when read
         param_count: int,
     ):
         self.dense, self.quantized, self.param_count = dense, quantized, param_count
 
     def __getitem__(self, name: str) -> np.ndarray:
         if name in self.quantized:
-            return self.quantized[name]().dequantize()
+            return self.quantized[name].dequantize()
         return self.dense[name]
 
     def __contains__(self, name: object) -> bool:  # Mapping's would dequantize

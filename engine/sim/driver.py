@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from engine.config import EngineConfig
 from engine.metrics import EngineMetrics
 from engine.model.load import LoadedModel
-from engine.policy import default_kv_budget
+from engine.policy import budgets
 from engine.sampler import SamplingParams
 from engine.scheduler import Scheduler
 from engine.sequence import Event, Sequence
@@ -50,12 +50,10 @@ class Simulation:
         token = next(t for t in tok.encode(" the") if t not in tok.eos_ids)  # an ordinary one
         self.backend = SimBackend(loaded.args, costs, self.clock, token)
         self.metrics = EngineMetrics()
-        ctx = loaded.args.max_position_embeddings
-        ctx = min(config.ctx_size, ctx) if config.ctx_size else ctx
-        cache = config.prompt_cache_bytes
-        cache = min(self.backend.kv_bytes(ctx), HOST_MEMORY // 10) if cache == "auto" else cache
-        kv = config.kv_cache_budget
-        kv = default_kv_budget(HOST_MEMORY) if kv == "auto" else kv
+        context_kv = self.backend.kv_bytes(config.context(loaded.args.max_position_embeddings))
+        kv, cache = budgets(
+            config.kv_cache_budget, config.prompt_cache_bytes, context_kv, HOST_MEMORY
+        )
         self.scheduler = Scheduler(
             self.backend, loaded.tokenizer, config, self.metrics, kv, cache, self.clock
         )

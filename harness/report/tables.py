@@ -133,14 +133,8 @@ LATENCIES = ("ttft_p50_ms", "ttft_p95_ms", "itl_p50_ms", "itl_p95_ms", "tpot_ms"
 def moved_rows(ab: dict) -> list[dict]:
     """The latencies the suite does not gate that moved in this A/B (their 95% CI excludes 1):
     shown, never judged, so a change the gate cannot see is still in front of the reader."""
-    gated = {m["name"] for m in ab["comparison"]["metrics"]}
-    paired = [r for r in ab["rounds"] if r.get("base") and r.get("head")]
     rows = []
-    for name in LATENCIES:
-        if name in gated:
-            continue
-        base = [r["base"]["summary"].get(name) for r in paired]
-        head = [r["head"]["summary"].get(name) for r in paired]
+    for name, base, head in _ungated(ab, LATENCIES):
         if len(base) < 2 or any(v is None or v <= 0 for v in [*base, *head]):
             continue
         m = compare_metric(name, base, head, 0.0)
@@ -159,18 +153,24 @@ def moved_rows(ab: dict) -> list[dict]:
     return rows
 
 
+def _ungated(ab: dict, names: tuple[str, ...]):
+    """(name, base values, head values) over the paired rounds, for each of `names` the
+    suite does not gate."""
+    gated = {m["name"] for m in ab["comparison"]["metrics"]}
+    paired = [r for r in ab["rounds"] if r.get("base") and r.get("head")]
+    for name in names:
+        if name not in gated:
+            yield name, *([r[a]["summary"].get(name) for r in paired] for a in ("base", "head"))
+
+
 def startup_rows(ab: dict) -> list[dict]:
     """Launch to ready and the server's peak RSS while getting there, base and head, for every
     A/B whether or not the suite gates them: a server that doubles its memory while loading, or
     takes twice as long to start, is in front of the reader."""
-    gated = {m["name"] for m in ab["comparison"]["metrics"]}
-    paired = [r for r in ab["rounds"] if r.get("base") and r.get("head")]
     rows = []
-    for name in STARTUP:
-        if name in gated:
-            continue
-        values = {a: [r[a]["summary"].get(name) for r in paired] for a in ("base", "head")}
-        row = {"method": "minmax" if name.endswith("_bytes") else "ratio", **values}
+    for name, base_values, head_values in _ungated(ab, STARTUP):
+        method = "minmax" if name.endswith("_bytes") else "ratio"
+        row = {"method": method, "base": base_values, "head": head_values}
         base, head = centre(row, "base"), centre(row, "head")
         if base is None or head is None:
             continue

@@ -77,12 +77,7 @@ def _jsonl(text: str, where: str) -> list[Item]:
 
 def read_dataset(path: Path) -> Dataset:
     path = Path(path)
-    try:
-        data = read_capped(path, MAX_DATASET_BYTES)
-    except ValueError as exc:
-        raise DatasetError(str(exc)) from None
-    except OSError as exc:
-        raise DatasetError(f"dataset {path}: {exc.strerror or exc}") from None
+    data = read_capped(path, MAX_DATASET_BYTES, "dataset", DatasetError)
     text = data.decode("utf-8", "replace")
     try:
         doc = json.loads(text)

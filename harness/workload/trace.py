@@ -48,12 +48,7 @@ def _int(row: dict, key: str, where: str, low: int) -> int:
 
 def read_trace(path: Path) -> Trace:
     path = Path(path)
-    try:
-        data = read_capped(path, MAX_TRACE_BYTES)
-    except ValueError as exc:
-        raise TraceError(str(exc)) from None
-    except OSError as exc:
-        raise TraceError(f"trace {path}: {exc.strerror or exc}") from None
+    data = read_capped(path, MAX_TRACE_BYTES, "trace", TraceError)
     rows, last = [], None
     for n, line in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
         if not line.strip():

@@ -174,7 +174,7 @@ class TorchBackend(Backend):
             parts = [loaded.weights[n] for n in names]
             w = parts[0] if len(parts) == 1 else np.concatenate(parts)
             return torch.tensor(w, dtype=self._dtype, device=self._device)
-        qw = quantized[names[0]]()
+        qw = quantized[names[0]]
         out = torch.empty(qw.q.shape, dtype=self._dtype)
         for i in range(0, out.shape[0], PACK_ROWS):
             out[i : i + PACK_ROWS] = torch.from_numpy(qw.rows(i, i + PACK_ROWS).dequantize())
