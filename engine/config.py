@@ -4,6 +4,7 @@ import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 
 from engine.model.load import DEFAULT_MODEL
 
@@ -97,6 +98,8 @@ class EngineConfig:
             raise ConfigError("--api-key must not be empty (leave it unset to serve without a key)")
         if not 0 < self.port < 65536:
             raise ConfigError("--port must be in 1..65535")
+        if self.step_trace is not None and not Path(self.step_trace).parent.is_dir():
+            raise ConfigError(f"--step-trace: no folder {Path(self.step_trace).parent}")
 
     def context(self, model_context: int) -> int:
         """Tokens a sequence may hold: --ctx-size, at most the model's (0: the model's)."""

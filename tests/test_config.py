@@ -37,6 +37,7 @@ def test_env_booleans_and_sizes():
         ({}, {"ENGINE_PREFILL_CHUNK_SIZE": "big"}, "--prefill-chunk-size"),
         ({"kv_cache_budget": "lots"}, {}, "--kv-cache-budget"),
         ({"max_batch_prefill_tokens": -1}, {}, "--max-batch-prefill-tokens"),
+        ({"step_trace": "/no/such/folder/steps.jsonl"}, {}, "--step-trace: no folder"),
     ],
 )
 def test_bad_values_name_the_flag(flags, env, message):

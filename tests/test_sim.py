@@ -143,6 +143,10 @@ def test_a_cost_model_of_another_model_is_refused_in_one_line(tmp_path):
             "--out", str(tmp_path / "o.json"), cwd=REPO)  # fmt: skip
     assert r.returncode == 2 and "prices smollm2-135m, not tiny" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+    costs.write_text("not json")
+    r = cli("sim", "run", "--suite", "smoke", "--model", "tiny", "--costs", str(costs),
+            "--out", str(tmp_path / "o.json"), cwd=REPO)  # fmt: skip
+    assert r.returncode == 2 and f"cost model {costs}" in r.stderr, r.stderr
 
 
 def test_the_simulated_counters_are_the_real_engines(tmp_path):

@@ -40,10 +40,14 @@ def run(workload_path, costs_path, model, no_batch, no_prompt_cache, **flags):
         flags["prompt_cache"] = False
     try:
         config = resolve_config({**flags, "model": model}, os.environ)
-        costs = CostModel.load(Path(costs_path))
         workload = json.loads(Path(workload_path).read_text())
-    except (ConfigError, OSError, ValueError, KeyError) as e:
+    except (ConfigError, OSError, ValueError) as e:
         raise click.UsageError(str(e)) from None
+    try:
+        costs = CostModel.load(Path(costs_path))
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        why = f"no {e}" if isinstance(e, KeyError) else str(e)
+        raise click.UsageError(f"cost model {costs_path}: {why}") from None
     if costs.model != model:
         raise click.UsageError(f"cost model {costs.name} prices {costs.model}, not {model}")
     result = simulate(load_model(model), config, costs, workload)
