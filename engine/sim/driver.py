@@ -3,7 +3,9 @@
 The workload is what the harness would send, as plain data: phases in order, each a list of
 groups run one after another (a suite's bursts); a group is `closed` (its `clients` each send
 their next request when the last one ended) or `open` (each request sent at its `at`, seconds
-after the group starts). Each request: prompt token ids, max_tokens, ignore_eos. The answer is
+after the group starts). Each request: prompt token ids, max_tokens, ignore_eos, and `chat`
+(its first ids become the model's chat template's own opening, which every chat prompt a
+served run sends shares, so the prompt cache sees what it would). The answer is
 every request's times on the virtual clock (sent, first token, each token, end) and the
 engine's Prometheus text before and after each phase, as a served run would have scraped.
 """
@@ -48,6 +50,7 @@ class Simulation:
         self.clock = VirtualClock()
         tok = loaded.tokenizer
         token = next(t for t in tok.encode(" the") if t not in tok.eos_ids)  # an ordinary one
+        self.chat_prefix = chat_prefix(tok)
         self.backend = SimBackend(loaded.args, costs, self.clock, token)
         self.metrics = EngineMetrics()
         context_kv = self.backend.kv_bytes(config.context(loaded.args.max_position_embeddings))
@@ -67,7 +70,10 @@ class Simulation:
         """Submit at the clock's now; `at`: when the client sent it (an arrival that fell
         inside a forward is submitted when the forward ends, but was sent at its time)."""
         out.send = self.clock.now() if at is None else at
-        seq = Sequence(req["prompt"], req["max_tokens"], SamplingParams(temperature=0.0),
+        prompt = req["prompt"]
+        if req.get("chat"):
+            prompt = (self.chat_prefix + prompt)[: len(prompt)]
+        seq = Sequence(prompt, req["max_tokens"], SamplingParams(temperature=0.0),
                        ignore_eos=req.get("ignore_eos", False))  # fmt: skip
 
         def emit(s: Sequence, event: Event) -> None:
@@ -122,6 +128,16 @@ class Simulation:
                 raise RuntimeError("simulation stalled: requests unfinished and nothing to do")
             self.scheduler.step()
             self.scheduler._update_gauges()
+
+
+def chat_prefix(tok) -> list[int]:
+    """The token ids the chat template puts before any user message (its system prompt and
+    role header): what two rendered messages share."""
+    if not tok.chat_template:
+        return []
+    a, b = (tok.encode(tok.apply_chat_template([{"role": "user", "content": m}]))
+            for m in ("hello there", "zebra crossing"))  # fmt: skip
+    return a[: next(i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y)]
 
 
 def simulate(loaded: LoadedModel, config: EngineConfig, costs: CostModel, workload: dict) -> dict:

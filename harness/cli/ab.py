@@ -38,7 +38,7 @@ from harness.report.summary import ab_summary, append_summary, summary_targets
 from harness.runs.ab import ABRunner, ab_result
 from harness.runs.plan import default_refs, label_arms, plan_arm, unsampled_memory
 from harness.sim.gate import compare_simulated
-from harness.sim.run import sim_run
+from harness.sim.run import described, sim_run
 from harness.sim.workload import SimError
 from harness.stats.compare import EXIT_MEANING, ComparisonError
 from harness.stats.verdict import clear_pass
@@ -331,15 +331,12 @@ def simulated_ab(suite, plans, costs: Path, null_arm: bool, out_dir, summary_fil
         comparison = compare_simulated(runs["base"], runs["head"], suite.gate)
     except (SimError, ComparisonError) as e:
         raise input_error(e) from None
-    sim = runs["head"]["simulated"]
-    fit = sim.get("fit") or {}
-    errors = ", ".join(f"{k} {v['mean_rel_error'] * 100:.1f}%" for k, v in fit.items()) or "n/a"
     outcome = {
         "rounds": [{"round": 1, "order": ["base", "head"], **runs}],
         "crash": None,
         "schedule": None,
         "comparison": comparison.to_dict(),
-        "simulated": {**sim, "fit_error": f"mean {errors}"},
+        "simulated": described(runs["head"]["simulated"]),
     }
     finish(ab_result(suite, plans, outcome, harness_command()), out_dir, summary_file)
 

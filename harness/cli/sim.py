@@ -20,7 +20,7 @@ from harness.arms.launcher import LaunchError
 from harness.arms.project import ProjectError
 from harness.arms.worktrees import RefError
 from harness.cli.ab import EXIT_INVALID, InputError, input_error
-from harness.cli.options import arm_context
+from harness.cli.options import arm_context, harness_command
 from harness.cli.outputs import OutputError, writable_file
 from harness.files import write_atomic
 from harness.report.display import LiveProgress, print_run
@@ -28,15 +28,16 @@ from harness.runs.machine import machine_facts
 from harness.runs.plan import Side, default_refs, plan_arm
 from harness.runs.run import run_arm
 from harness.sim.run import sim_run
+from harness.sim.validate import as_json, decisions, markdown, rows
 from harness.sim.workload import SimError
-from harness.workload.suite import SuiteError, load_suite
+from harness.sweep.sweep import Sweep, SweepError, parse_levels
+from harness.workload.suite import Suite, SuiteError, load_suite
 
 CALIBRATION = ("single-client", "short-concurrency", "long-transient", "sim-calibration")
 VALIDATION = (
     "smoke", "single-client", "short-concurrency", "boundary-spill", "prefill-storm",
     "long-transient", "rival-chat", "head-of-line", "trace-replay",
 )  # fmt: skip
-COMPARED = ("ttft_p50_ms", "ttft_p95_ms", "tok_s")
 COSTS = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
@@ -99,43 +100,64 @@ def run_command(suite_name, costs, flags, model, ref, out) -> None:
         sys.exit(EXIT_INVALID)
 
 
-def _real(suite_name: str, ref: str | None, trace: Path | None, quiet: bool) -> dict:
-    suite, plan = _guard(lambda: _arm(suite_name, ref, None))
-    arm: Arm = plan.arm
+def _real(suite: Suite, arm: Arm, trace: Path | None, quiet: bool, label: str = "") -> dict:
     if trace is not None:
         arm = replace(arm, flags=f"{arm.flags} --step-trace {shlex.quote(str(trace))}".strip())
-    log = Path(tempfile.mkdtemp(prefix="servegate-sim-")) / f"{suite.name}.log"
-    with LiveProgress(Console(stderr=True), f"{suite.name} (real) ", disabled=quiet) as progress:
-        try:
-            return run_arm(suite, arm, log, progress)
-        except LaunchError as exc:
-            raise InputError(f"{suite.name}: {exc}") from None
+    with tempfile.TemporaryDirectory(prefix="servegate-sim-") as logs:
+        log = Path(logs) / f"{suite.name}.log"
+        title = f"{label or suite.name} (real) "
+        with LiveProgress(Console(stderr=True), title, disabled=quiet) as progress:
+            try:
+                return run_arm(suite, arm, log, progress)
+            except LaunchError as exc:
+                raise InputError(f"{suite.name}: {exc}") from None
 
 
-def _table(names: list[str], costs: Path, ref: str | None, quiet: bool, reals=None) -> list[dict]:
-    rows = []
-    for i, name in enumerate(names):
-        real = reals[i] if reals else _real(name, ref, None, quiet)
-        suite, plan = _guard(lambda n=name: _arm(n, ref, None))
-        simulated = _guard(lambda s=suite, p=plan: sim_run(s, p.arm, costs))
-        for metric in COMPARED:
-            r, s = real["summary"].get(metric), simulated["summary"].get(metric)
-            err = None if not r or s is None else (s - r) / r
-            rows.append({"suite": name, "metric": metric, "real": r, "sim": s, "error": err})
-    return rows
+def _cases(names: list[str], levels: list[int], ref, model) -> list[tuple[str, Suite, Arm]]:
+    """(case, suite, arm) per suite, and the sweep's levels as one suite (one cold server
+    runs them in ascending order, as `harness sweep` does)."""
+    out = []
+    for name in names:
+        suite, plan = _guard(lambda n=name: _arm(n, ref, None, model))
+        out.append((suite.name, suite, plan.arm))
+    if levels:
+        suite, plan = _guard(lambda: _arm("sweep", ref, None, model))
+        out.append(("sweep", Sweep(suite, "concurrency", levels).units()[0], plan.arm))
+    return out
 
 
-def _print_table(rows: list[dict]) -> None:
-    click.echo("| suite | metric | real | simulated | error |")
-    click.echo("|---|---|---|---|---|")
-    for r in rows:
-        err = "n/a" if r["error"] is None else f"{r['error'] * 100:+.1f}%"
-        real, simulated = (_num(r[k]) for k in ("real", "sim"))
-        click.echo(f"| {r['suite']} | {r['metric']} | {real} | {simulated} | {err} |")
+def _validate(cases, costs: Path, repeat: int, quiet: bool, reals=None):
+    """Per case: `repeat` real runs (or the given ones) and one simulated run; the rows and
+    whether the scheduler's decisions were the same."""
+    table, verdicts = [], {}
+    for i, (case, suite, arm) in enumerate(cases):
+        runs = reals[i] if reals else [_real(suite, arm, None, quiet, f"{case} {k + 1}/{repeat}")
+                                       for k in range(repeat)]  # fmt: skip
+        simulated = _guard(lambda s=suite, a=arm: sim_run(s, a, costs))
+        if case != "sweep":
+            table += rows(case, [r["summary"] for r in runs], simulated["summary"])
+            verdicts[case] = decisions(runs, simulated)
+            continue
+        for level in [p.name for p in suite.phases]:
+            stats = [r["phases"][level]["stats"] for r in runs]
+            table += rows(f"sweep {level}", stats, simulated["phases"][level]["stats"])
+            verdicts[f"sweep {level}"] = decisions(runs, simulated, [level])
+    return table, verdicts
 
 
-def _num(v: float | None) -> str:
-    return "n/a" if v is None else f"{v:.1f}"
+def _emit(table, verdicts, repeat: int, out: Path | None, command: str) -> None:
+    text = markdown(table, verdicts, repeat)
+    click.echo(text, nl=False)
+    if out is None:
+        return
+    facts = machine_facts()
+    cpu = facts.get("cpu_model") or platform.processor() or "this CPU"
+    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    write_atomic(out, f"`{command}`, {when}, on {cpu}.\n\n{text}")
+    payload = {"command": command, "created": when, "machine": facts}
+    write_atomic(out.with_suffix(".json"),
+                 json.dumps(payload | as_json(table, verdicts), indent=1) + "\n")  # fmt: skip
+    click.echo(f"table: {out}")
 
 
 @sim.command("calibrate")
@@ -153,28 +175,50 @@ def calibrate(out, suites, ref, quiet) -> None:
     """Run suites on the real engine with its step trace on, fit a cost model to the steps,
     write it, and print the simulated runs of the same suites against the real ones."""
     out = _guard(lambda: writable_file(out))
-    names = list(suites or CALIBRATION)
-    trace = Path(tempfile.mkdtemp(prefix="servegate-steps-")) / "steps.jsonl"
-    reals = [_real(n, ref, trace, quiet) for n in names]
-    suite, plan = _guard(lambda: _arm(names[0], ref, None))
-    cpu = machine_facts().get("cpu_model") or platform.processor() or "this CPU"
-    source = f"{plan.arm.model} on {cpu}, {len(names)} suites, {date.today().isoformat()}"
-    argv = [plan.arm.python or sys.executable, "-m", "engine.sim", "fit", str(trace),
-            "--out", str(out.resolve()), "--name", out.stem, "--source", source,
-            "--model", plan.arm.model]  # fmt: skip
-    done = subprocess.run(argv, cwd=plan.arm.cwd, capture_output=True, text=True)
+    cases = _cases(list(suites or CALIBRATION), [], ref, None)
+    with tempfile.TemporaryDirectory(prefix="servegate-steps-") as steps:
+        trace = Path(steps) / "steps.jsonl"
+        reals = [[_real(suite, arm, trace, quiet)] for _, suite, arm in cases]
+        arm = cases[0][2]
+        cpu = machine_facts().get("cpu_model") or platform.processor() or "this CPU"
+        source = f"{arm.model} on {cpu}, {len(cases)} suites, {date.today().isoformat()}"
+        argv = [arm.python or sys.executable, "-m", "engine.sim", "fit", str(trace),
+                "--out", str(out.resolve()), "--name", out.stem, "--source", source,
+                "--model", arm.model]  # fmt: skip
+        done = subprocess.run(argv, cwd=arm.cwd, capture_output=True, text=True)
     if done.returncode != 0:
         raise InputError(f"the fit failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
     click.echo(f"cost model: {out} (fit error per family: {done.stdout.strip()})")
-    _print_table(_table(names, out, ref, quiet, reals))
+    table, verdicts = _validate(cases, out, 1, quiet, reals)
+    _emit(table, verdicts, 1, None, harness_command())
 
 
 @sim.command("validate")
 @click.option("--costs", required=True, type=COSTS)
 @click.option("--suite", "suites", multiple=True, metavar="NAME_OR_PATH",
               help=f"Suites to run both ways [default: {', '.join(VALIDATION)}].")  # fmt: skip
+@click.option("--levels", default=None, metavar="1,2,4,...",
+              help="Also the sweep suite at these client counts, one cold server for all "
+              "[default without --suite: 1,2,4,8,16].")  # fmt: skip
+@click.option("--repeat", type=click.IntRange(1, 20), default=1, show_default=True,
+              help="Real runs per case (each cold): the error is against their median, "
+              "their spread shown beside it.")  # fmt: skip
+@click.option("--model", default=None, help="Model for every case [default: each suite's].")
 @click.option("--ref", default=None, metavar="REF")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the table (Markdown, with the command and machine) and a "
+              "JSON beside it.")  # fmt: skip
 @click.option("--quiet", is_flag=True)
-def validate(costs, suites, ref, quiet) -> None:
-    """Run suites for real and simulated; print each one's error per metric."""
-    _print_table(_table(list(suites or VALIDATION), costs, ref, quiet))
+def validate(costs, suites, levels, repeat, model, ref, out, quiet) -> None:
+    """Run suites (and a sweep's levels) for real and simulated; print each metric's error
+    against the real runs, their own spread, and whether the scheduler decided the same."""
+    if out is not None:
+        out = _guard(lambda: writable_file(out))
+    try:
+        given = levels if levels is not None else (None if suites else "1,2,4,8,16")
+        steps = parse_levels(given, "concurrency") if given else []
+    except SweepError as exc:
+        raise input_error(exc) from None
+    cases = _cases(list(suites or VALIDATION), steps, ref, model)
+    table, verdicts = _validate(cases, costs, repeat, quiet)
+    _emit(table, verdicts, repeat, out, harness_command())

@@ -4,8 +4,10 @@ level. Exit codes: 0 pass, 1 regression at some level, 2 invalid run, crash or b
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
+from click.core import ParameterSource
 from rich.console import Console
 
 from harness.arms.arms import ArmError
@@ -28,6 +30,7 @@ from harness.cli.outputs import OutputError, writable_file
 from harness.report.display import LiveProgress
 from harness.report.summary import sweep_summary
 from harness.runs.plan import Side, default_refs, label_arms, plan_arm, unsampled_memory
+from harness.sim.workload import SimError
 from harness.stats.compare import ComparisonError
 from harness.sweep.knee import KNEE_GAIN, SloError, parse_slos
 from harness.sweep.report import print_sweep, sweep_result, write_sweep_report
@@ -102,6 +105,15 @@ def _sides(one: Side, base_ref, head_ref, opts) -> dict[str, Side]:
     help="A step up gaining less than this fraction of tok/s per doubling is flat.",
 )
 @click.option(
+    "--sim",
+    "sim_costs",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    metavar="COSTS",
+    help="Simulate instead of serving: each arm's own scheduler on a virtual clock priced by "
+    "this cost model; one deterministic round (docs/simulation.md).",
+)
+@click.option(
     "--ref", default=None, metavar="REF", help="One arm: this git ref's reference engine."
 )
 @click.option(
@@ -133,6 +145,7 @@ def sweep(
     cold,
     slo,
     knee_gain,
+    sim_costs,
     ref,
     serve_cmd,
     url,
@@ -159,6 +172,7 @@ def sweep(
     harness sweep --rates 0.5,1,2,4 --slo ttft_p95_ms=2000
     harness sweep --head-flags "--parallel 2" --levels 1,2,4,8
     harness sweep --base main --head HEAD --rounds 5
+    harness sweep --sim costs.json --head-flags "--parallel 8"   # simulated, in seconds
 
     Knee: the lowest level after which every step up gains < --knee-gain tok/s per doubling while
     TTFT p95 rises at every step. Goodput: the highest level that, with every level below
@@ -170,6 +184,11 @@ def sweep(
     if levels is not None and rates is not None:
         raise InputError("give --levels or --rates, not both")
     mode = "rate" if rates is not None else "concurrency"
+    if sim_costs is not None:
+        given = click.get_current_context().get_parameter_source("rounds")
+        if given == ParameterSource.COMMANDLINE:
+            raise InputError("--rounds does not apply to --sim: a simulation is deterministic")
+        rounds = 1
     try:
         given = rates if rates is not None else levels
         values = parse_levels("1,2,4,8,16" if given is None else given, mode)
@@ -198,10 +217,13 @@ def sweep(
         rounds,
         ready_timeout,
         progress=lambda label: LiveProgress(console, label, disabled=quiet),
+        sim=sim_costs,
     )
     interrupted = False
     try:
         raw = runner.run()
+    except SimError as e:
+        raise input_error(e) from None
     except KeyboardInterrupt:
         console.print("interrupted: every server was stopped")
         raw, interrupted = {"runs": runner.runs, "crash": None}, True

@@ -53,6 +53,14 @@ def simulate(arm: Arm, costs: Path, wl: dict) -> dict:
     return json.loads(done.stdout)
 
 
+def described(simulated: dict) -> dict:
+    """A run's `simulated` block with its fit error as one phrase, for every report's banner."""
+    fit = simulated.get("fit") or {}
+    errors = ", ".join(f"{k} {v['mean_rel_error'] * 100:.1f}%" for k, v in fit.items()
+                       if "mean_rel_error" in v)  # fmt: skip
+    return {**simulated, "fit_error": f"mean {errors}" if errors else "n/a (not fitted)"}
+
+
 def _record(r: dict) -> RequestRecord:
     times = r["token_times"]
     return RequestRecord(

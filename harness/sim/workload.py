@@ -2,9 +2,10 @@
 when it is sent, grouped as the load driver would send them (docs/simulation.md).
 
 Prompts are seeded token ids of each request's drawn length. What the served prompts share is
-kept: a chat request opens with CHAT_PREFIX ids common to every chat prompt (the chat template's
-system prompt, ~24 tokens on SmolLM2), a phase's `prefix_tokens` are shared, and a trace's hash
-ids are shared blocks of BLOCK_TOKENS. Conversations and datasets are not simulated.
+kept: a phase's `prefix_tokens` are shared, a trace's hash ids are shared blocks of BLOCK_TOKENS
+(whole blocks only, as the load driver builds them), and a chat request is marked `chat`: the
+simulator opens it with the tokens its model's chat template puts before every message.
+Conversations and datasets are not simulated.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from harness.load.arrivals import arrival_offsets
 from harness.workload.suite import Phase, Suite
 from harness.workload.trace import BLOCK_TOKENS
 
-CHAT_PREFIX = 24
 IDS = (3, 250)  # token ids every model here has (tiny's vocabulary is 259)
 
 
@@ -29,13 +29,13 @@ def _ids(rng: random.Random, n: int) -> list[int]:
 
 def prompts(phase: Phase, lengths: list[int]) -> list[list[int]]:
     rng = random.Random(phase.seed * 7919 + 17)
-    shared = _ids(random.Random(1), CHAT_PREFIX) if phase.endpoint == "chat" else []
-    shared += _ids(random.Random(phase.seed + 2), phase.prefix_tokens)
+    shared = _ids(random.Random(phase.seed + 2), phase.prefix_tokens)
     if phase.trace is not None:
         out = []
         for req in phase.trace.requests:
-            blocks = [_ids(random.Random(h), BLOCK_TOKENS) for h in req.hash_ids]
-            ids = [t for b in blocks for t in b][: req.input_length]
+            whole = [h for k, h in enumerate(req.hash_ids)
+                     if (k + 1) * BLOCK_TOKENS < req.input_length]  # fmt: skip
+            ids = [t for h in whole for t in _ids(random.Random(h), BLOCK_TOKENS)]
             out.append(ids + _ids(rng, req.input_length - len(ids)))
         return out
     return [(shared + _ids(rng, max(1, n - len(shared))))[: max(n, 1)] for n in lengths]
@@ -47,7 +47,8 @@ def groups(phase: Phase, lengths: list[int]) -> list[dict]:
     ids = prompts(phase, lengths)
     outs = [r.output_length for r in phase.trace.requests] if phase.trace else None
     reqs = [{"prompt": p, "max_tokens": outs[i] if outs else phase.max_tokens,
-             "ignore_eos": phase.ignore_eos} for i, p in enumerate(ids)]  # fmt: skip
+             "ignore_eos": phase.ignore_eos, "chat": phase.endpoint == "chat"}
+            for i, p in enumerate(ids)]  # fmt: skip
     if phase.arrival == "burst":
         n = phase.requests
         return [{"mode": "closed", "clients": n, "requests": reqs[b * n : (b + 1) * n]}

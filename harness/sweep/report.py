@@ -15,6 +15,7 @@ from harness.report.report import slug, template_env, to_plain, unique_stem, wri
 from harness.report.summary import reproduce, sweep_shas
 from harness.report.tables import centre, fmt_interval, fmt_ratio, fmt_value, machine_lines
 from harness.runs.plan import ArmPlan
+from harness.sim.run import described
 from harness.stats.compare import EXIT_MEANING
 from harness.sweep.plots import plot_latency_throughput, plot_throughput, plot_ttft
 from harness.sweep.sweep import Sweep
@@ -48,8 +49,10 @@ def sweep_result(
         r | {"run": {k: v for k, v in (r["run"] or {}).items() if k != "timeline"} or None}
         for r in raw["runs"]
     ]
+    sims = [r["run"]["simulated"] for r in runs if r["run"] and r["run"].get("simulated")]
     return {
         "schema": "servegate.sweep/1",
+        "simulated": described(sims[0]) if sims else None,
         "suite": plan.suite.name,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": command,
@@ -246,6 +249,8 @@ def print_sweep(console: Console, result: dict, report: Path | None) -> None:
             highlight=False,
             markup=False,
         )
+    if sim := result.get("simulated"):
+        console.print(f"simulated with {sim['name']} ({sim['source']})", highlight=False)
     console.print(headline(result).lstrip("# "), highlight=False, soft_wrap=True)  # one line
     if report is not None:
         console.print(f"report: {report}", highlight=False)

@@ -11,6 +11,7 @@ from pathlib import Path
 from harness.load.phase import Progress
 from harness.runs.ab import ABRunner, order
 from harness.runs.plan import ArmPlan
+from harness.sim.run import sim_run
 from harness.workload.fingerprint import fingerprint
 from harness.workload.suite import Phase, Suite
 
@@ -116,6 +117,7 @@ def level_runs(run: dict | None, names: list[str]) -> dict[str, dict]:
             | {"startup_s": (run.get("server") or {}).get("startup_s")},
             "counters": (run.get("counters") or {}).get(name, {}),
             "memory_source": memory.get("peak_rss_source"),
+            "simulated": run.get("simulated"),
         }
     return out
 
@@ -128,6 +130,7 @@ class SweepRunner:
     rounds: int = 3
     ready_timeout_s: float = 180.0
     progress: Callable[[str], Progress] = lambda label: Progress()  # noqa: E731
+    sim: Path | None = None  # a cost model: each unit simulated once instead of served
     runs: list[dict] = field(default_factory=list, init=False)  # as run so far
 
     @property
@@ -147,6 +150,10 @@ class SweepRunner:
                 done += 1
                 where = unit.phases[0].name if len(unit.phases) == 1 else "levels"
                 label = f"[{done}/{self.steps}] round {i + 1}/{self.rounds} {name} {where}: "
+                if self.sim is not None:  # deterministic: one round, nothing to crash
+                    run = sim_run(unit, self.plans[name].arm, self.sim)
+                    runs.append({"round": i + 1, "arm": name, "run": run})
+                    continue
                 log_dir = self.log_dir / where
                 log_dir.mkdir(parents=True, exist_ok=True)
                 runner = ABRunner(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from statistics import median
 
+from harness.sim.gate import compare_simulated
 from harness.stats.compare import EXIT_CODES, INVALID, Comparison, ComparisonError, compare_rounds
 from harness.sweep.knee import KNEE_GAIN, Point, Slo, goodput, knee, slo_table
 
@@ -47,6 +48,8 @@ def curve(by_level: dict[str, list[dict]], levels: list[float], arm: str) -> lis
 
 def _compare(rounds: list[dict], tolerances: dict, slack: float, crash: dict | None) -> dict:
     complete = [r for r in rounds if r.get("base") is not None and r.get("head") is not None]
+    if complete and all(r[a].get("simulated") for r in complete for a in ("base", "head")):
+        return compare_simulated(complete[0]["base"], complete[0]["head"], tolerances).to_dict()
     try:
         return compare_rounds(complete or rounds, tolerances, slack, crash=crash).to_dict()
     except ComparisonError as exc:

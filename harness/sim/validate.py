@@ -1,0 +1,116 @@
+"""The check against reality: a suite (or a sweep's levels) run for real and simulated; per
+metric the simulated value's error against the median of the real runs, beside the real runs'
+own spread (how far one real run is from another), and whether the simulated scheduler made the
+real one's decisions (its prefill, spill, cache and decode counters, equal or not).
+
+Pure: run records in, rows and Markdown out; harness/cli/sim.py runs the servers."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from statistics import median
+
+COMPARED = ("ttft_p50_ms", "ttft_p95_ms", "tok_s")
+GOAL = 0.10  # BLIS / inference-sim's target: within 10% of the real run
+SCHEDULING = (
+    "engine_prefill_forwards_total",
+    "engine_prefill_rows_total",
+    "engine_prefill_rows_spilled_total",
+    "engine_prefill_admission_capped_total",
+    "engine_prompt_cache_hits_total",
+    "engine_prompt_cache_misses_total",
+    "engine_prompt_cache_tokens_reused_total",
+    "engine_decode_steps_total",
+    "engine_decode_rows_total",
+)
+
+
+@dataclass(frozen=True)
+class Row:
+    case: str  # a suite, or "sweep c4"
+    metric: str
+    real: float | None  # the median of the real runs
+    spread: float | None  # (max - min) / median of the real runs; None with one run
+    sim: float | None
+    error: float | None  # (sim - real) / real
+
+    @property
+    def within(self) -> bool | None:
+        return None if self.error is None else abs(self.error) <= GOAL
+
+
+def rows(case: str, reals: list[dict], sim: dict) -> list[Row]:
+    """`reals`, `sim`: summaries (a run's, or a phase's stats) with the COMPARED metrics."""
+    out = []
+    for metric in COMPARED:
+        values = [r.get(metric) for r in reals if r.get(metric) is not None]
+        real = median(values) if values else None
+        spread = (max(values) - min(values)) / real if len(values) > 1 and real else None
+        s = sim.get(metric)
+        error = None if not real or s is None else (s - real) / real
+        out.append(Row(case, metric, real, spread, s, error))
+    return out
+
+
+def counter_diffs(real: dict[str, dict], sim: dict[str, dict]) -> list[str]:
+    """The scheduling counters that differ, per phase, as 'phase: name real -> sim'."""
+    diffs = []
+    for phase, counters in real.items():
+        mine = sim.get(phase, {})
+        for name in sorted(set(counters) | set(mine)):
+            if name.split("{")[0] not in SCHEDULING:
+                continue
+            r, s = counters.get(name, 0.0), mine.get(name, 0.0)
+            if r != s:
+                diffs.append(f"{phase}: {name} {r:g} -> {s:g}")
+    return diffs
+
+
+def decisions(real_runs: list[dict], sim_run: dict, phases: list[str] | None = None) -> str:
+    """'equal' when every real run's scheduling counters are the simulated run's, else the
+    first run's differences (`phases`: only these phases, for a sweep's levels)."""
+
+    def pick(run: dict) -> dict:
+        counters = run.get("counters") or {}
+        return {p: c for p, c in counters.items() if phases is None or p in phases}
+
+    differing = [d for run in real_runs if (d := counter_diffs(pick(run), pick(sim_run)))]
+    if not differing:
+        return "equal"
+    return f"differ in {len(differing)} of {len(real_runs)} real run(s): " + "; ".join(
+        differing[0][:4]
+    )
+
+
+def _num(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.1f}"
+
+
+def _pct(v: float | None) -> str:
+    return "n/a" if v is None else f"{v * 100:+.1f}%"
+
+
+def markdown(table: list[Row], verdicts: dict[str, str], repeat: int) -> str:
+    spread = f"real spread ({repeat} runs)" if repeat > 1 else "real spread"
+    lines = [
+        f"| case | metric | real{' (median)' if repeat > 1 else ''} | {spread} | simulated "
+        "| error | within 10% |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in table:
+        ok = "n/a" if r.within is None else ("yes" if r.within else "no")
+        spread_cell = "n/a" if r.spread is None else f"{r.spread * 100:.1f}%"
+        lines.append(
+            f"| {r.case} | {r.metric} | {_num(r.real)} | {spread_cell} | {_num(r.sim)} "
+            f"| {_pct(r.error)} | {ok} |"
+        )
+    judged = [r for r in table if r.within is not None]
+    held = sum(r.within for r in judged)
+    lines += ["", f"Within 10%: {held} of {len(judged)} cells.", "",
+              "| case | scheduling counters, simulated vs real |", "|---|---|"]  # fmt: skip
+    lines += [f"| {case} | {v} |" for case, v in verdicts.items()]
+    return "\n".join(lines) + "\n"
+
+
+def as_json(table: list[Row], verdicts: dict[str, str]) -> dict:
+    return {"rows": [asdict(r) | {"within": r.within} for r in table], "decisions": verdicts}
