@@ -10,6 +10,7 @@ step traces (`engine serve --step-trace FILE`). Errors are one line on stderr, e
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -17,8 +18,9 @@ import click
 from engine.cli import serve_options
 from engine.config import ConfigError, resolve_config
 from engine.model.load import load_model
-from engine.sim.costs import CostModel, fit
+from engine.sim.costs import fit, load_costs
 from engine.sim.driver import simulate
+from engine.sim.roofline import Roofline
 
 
 @click.group()
@@ -28,7 +30,7 @@ def main():
 
 @main.command()
 @click.option("--workload", "workload_path", required=True, type=click.Path(dir_okay=False))
-@click.option("--costs", "costs_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--costs", "costs_path", required=True, help="A file, or HARDWARE:SHAPE[:WEIGHTS].")
 @click.option("--model", default="smollm2-135m", show_default=True)
 @serve_options
 def run(workload_path, costs_path, model, no_batch, no_prompt_cache, **flags):
@@ -44,14 +46,17 @@ def run(workload_path, costs_path, model, no_batch, no_prompt_cache, **flags):
     except (ConfigError, OSError, ValueError) as e:
         raise click.UsageError(str(e)) from None
     try:
-        costs = CostModel.load(Path(costs_path))
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        why = f"no {e}" if isinstance(e, KeyError) else str(e)
-        raise click.UsageError(f"cost model {costs_path}: {why}") from None
-    if costs.model != model:
+        costs = load_costs(costs_path)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+    loaded = load_model(model)
+    if isinstance(costs, Roofline):  # the shape is the roofline's; the tokenizer the model's
+        loaded = replace(loaded, args=costs.args)
+    elif costs.model != model:
         raise click.UsageError(f"cost model {costs.name} prices {costs.model}, not {model}")
-    result = simulate(load_model(model), config, costs, workload)
+    result = simulate(loaded, config, costs, workload)
     result["config"] = config.public()
+    result["model"] = costs.model
     json.dump(result, sys.stdout)
 
 

@@ -29,6 +29,7 @@ class SimBackend(Backend):
         self.dtype = self.activations = "simulated"
         self.runtime = {"sim": costs.name}
         self.weights_from = "none (simulated)"
+        self.kv_bytes_max = 0  # the most K/V the live sequences held at once
 
     def add_sequence(self, seq_id: int, capacity: int) -> None:
         self.caches[seq_id] = SimCache(capacity)
@@ -45,6 +46,8 @@ class SimBackend(Backend):
         self.clock.advance(self.costs.seconds(kind, tokens, offsets))
         for c, n in zip(caches, tokens, strict=True):
             c.length += n
+        live = self.kv_bytes(sum(c.length for c in self.caches.values()))
+        self.kv_bytes_max = max(self.kv_bytes_max, live)
         logits = np.zeros((len(ids), self.args.vocab_size), dtype=np.float32)
         logits[:, self.token] = 1.0
         return logits

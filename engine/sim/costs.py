@@ -1,4 +1,5 @@
-"""CostModel: seconds of one forward from its shape, fitted to the engine's own steps.
+"""CostModel: seconds of one forward from its shape, fitted to the engine's own steps (and
+load_costs: a cost model from a file, fitted or roofline, or a roofline named HARDWARE:SHAPE).
 
 The form is linear in a few features of a step (what a step costs grows with them, and a
 least-squares fit of the real engine's step trace gives each one's price), per family:
@@ -66,6 +67,26 @@ class CostModel:
         return cls(
             data["name"], data["source"], data["model"], data["coefficients"], data.get("fit", {})
         )
+
+
+def load_costs(spec: str):
+    """A cost model: a JSON file (fitted, or a roofline saved), or `HARDWARE:SHAPE[:WEIGHTS]`
+    (a roofline from data/, e.g. h200:llama-3-8b). Raises ValueError with one line."""
+    from engine.sim.roofline import Roofline
+
+    path = Path(spec)
+    if not path.is_file():
+        if ":" not in spec:
+            raise ValueError(f"cost model {spec}: no such file, nor HARDWARE:SHAPE")
+        return Roofline.named(*spec.split(":", 2))
+    try:
+        data = json.loads(path.read_text())
+        if data.get("form") == "roofline":
+            return Roofline.from_dict(data)
+        return CostModel.load(path)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        why = f"no {e}" if isinstance(e, KeyError) else str(e)
+        raise ValueError(f"cost model {spec}: {why}") from None
 
 
 def fit(steps: list[dict], name: str, source: str, model: str) -> CostModel:

@@ -54,9 +54,8 @@ class Simulation:
         self.backend = SimBackend(loaded.args, costs, self.clock, token)
         self.metrics = EngineMetrics()
         context_kv = self.backend.kv_bytes(config.context(loaded.args.max_position_embeddings))
-        kv, cache = budgets(
-            config.kv_cache_budget, config.prompt_cache_bytes, context_kv, HOST_MEMORY
-        )
+        free = getattr(costs, "free_memory", HOST_MEMORY)  # a roofline's hardware has its own
+        kv, cache = budgets(config.kv_cache_budget, config.prompt_cache_bytes, context_kv, free)
         self.scheduler = Scheduler(
             self.backend, loaded.tokenizer, config, self.metrics, kv, cache, self.clock
         )
@@ -155,5 +154,6 @@ def simulate(loaded: LoadedModel, config: EngineConfig, costs: CostModel, worklo
         "requests": [o.__dict__ for o in outcomes],
         "phases": phases,
         "mask_bytes_max": sim.backend.mask_bytes_max,
+        "kv_bytes_max": sim.backend.kv_bytes_max,
         "costs": {"name": costs.name, "source": costs.source, "fit": costs.fit},
     }

@@ -19,6 +19,7 @@ from harness.arms.project import ProjectError
 from harness.arms.worktrees import RefError
 from harness.cli import signals
 from harness.cli.options import (
+    COSTS,
     api_key_option,
     arm_context,
     check_rounds,
@@ -207,11 +208,11 @@ def write_summary(render: Callable[[], str], summary_file: Path | None) -> None:
 @click.option(
     "--sim",
     "sim_costs",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=COSTS,
     default=None,
-    metavar="COSTS",
     help="Simulate instead of serving: each arm's own scheduler (its ref and flags) on a "
-    "virtual clock priced by this cost model (harness sim calibrate); one deterministic run "
+    "virtual clock priced by this cost model (a file from harness sim calibrate, or "
+    "HARDWARE:SHAPE[:WEIGHTS], a roofline such as h200:llama-3-8b); one deterministic run "
     "per arm, gated by the tolerances without rounds (docs/simulation.md).",
 )
 @click.option(
@@ -315,7 +316,7 @@ def ab(
     finish(ab_result(suite, plans, outcome, command), out_dir, summary_file)
 
 
-def simulated_ab(suite, plans, costs: Path, null_arm: bool, out_dir, summary_file) -> NoReturn:
+def simulated_ab(suite, plans, costs: str, null_arm: bool, out_dir, summary_file) -> NoReturn:
     """`ab --sim`: both arms simulated, gated deterministically; never returns."""
     given = click.get_current_context().get_parameter_source
     fixed = [o for o in ("rounds", "max_rounds") if given(o) == ParameterSource.COMMANDLINE]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import re
 import shlex
 import sys
 from collections.abc import Callable
@@ -226,3 +227,21 @@ def arm_context(
         return Context(suite, model=model, flags=flags, api_key=api_key)
     repo = repo_root(Path.cwd())
     return Context(suite, repo, find_project(repo), model, flags, isolated, api_key, build)
+
+
+class CostsParam(click.ParamType):
+    """A cost model for the simulator: a JSON file (made absolute: the simulator runs in the
+    arm's checkout) or HARDWARE:SHAPE[:WEIGHTS], a roofline from the engine's data files."""
+
+    name = "COSTS"
+
+    def convert(self, value, param, ctx):
+        path = Path(value)
+        if path.is_file():
+            return str(path.resolve())
+        if re.fullmatch(r"[\w.-]+:[^:]+(:[\w]+)?", str(value)) and not path.exists():
+            return str(value)
+        self.fail(f"{value}: no such file, nor HARDWARE:SHAPE (e.g. h200:llama-3-8b)", param, ctx)
+
+
+COSTS = CostsParam()

@@ -20,7 +20,7 @@ from harness.arms.launcher import LaunchError
 from harness.arms.project import ProjectError
 from harness.arms.worktrees import RefError
 from harness.cli.ab import EXIT_INVALID, InputError, input_error
-from harness.cli.options import arm_context, harness_command
+from harness.cli.options import COSTS, arm_context, harness_command
 from harness.cli.outputs import OutputError, writable_file
 from harness.files import write_atomic
 from harness.report.display import LiveProgress, print_run
@@ -38,7 +38,6 @@ VALIDATION = (
     "smoke", "single-client", "short-concurrency", "boundary-spill", "prefill-storm",
     "long-transient", "rival-chat", "head-of-line", "trace-replay",
 )  # fmt: skip
-COSTS = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
 @click.group()
@@ -68,7 +67,12 @@ def _guard(fn):
 
 @sim.command("run")
 @click.option("--suite", "suite_name", required=True, metavar="NAME_OR_PATH")
-@click.option("--costs", required=True, type=COSTS, help="A cost model (harness sim calibrate).")
+@click.option(
+    "--costs",
+    required=True,
+    type=COSTS,
+    help="A cost model: a file (harness sim calibrate) or HARDWARE:SHAPE[:WEIGHTS].",
+)
 @click.option("--flags", default=None, help="Server flags, replacing the suite's.")
 @click.option(
     "--model", default=None, help="Model whose shape and tokenizer [default: the suite's]."
@@ -126,7 +130,7 @@ def _cases(names: list[str], levels: list[int], ref, model) -> list[tuple[str, S
     return out
 
 
-def _validate(cases, costs: Path, repeat: int, quiet: bool, reals=None):
+def _validate(cases, costs: str, repeat: int, quiet: bool, reals=None):
     """Per case: `repeat` real runs (or the given ones) and one simulated run; the rows and
     whether the scheduler's decisions were the same."""
     table, verdicts = [], {}

@@ -4,7 +4,6 @@ level. Exit codes: 0 pass, 1 regression at some level, 2 invalid run, crash or b
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 from click.core import ParameterSource
@@ -16,6 +15,7 @@ from harness.arms.worktrees import RefError
 from harness.cli import signals
 from harness.cli.ab import InputError, input_error, one_line, write_summary
 from harness.cli.options import (
+    COSTS,
     Finite,
     api_key_option,
     arm_context,
@@ -107,11 +107,11 @@ def _sides(one: Side, base_ref, head_ref, opts) -> dict[str, Side]:
 @click.option(
     "--sim",
     "sim_costs",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=COSTS,
     default=None,
-    metavar="COSTS",
     help="Simulate instead of serving: each arm's own scheduler on a virtual clock priced by "
-    "this cost model; one deterministic round (docs/simulation.md).",
+    "this cost model (a file, or HARDWARE:SHAPE[:WEIGHTS]); one deterministic round "
+    "(docs/simulation.md).",
 )
 @click.option(
     "--ref", default=None, metavar="REF", help="One arm: this git ref's reference engine."

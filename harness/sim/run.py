@@ -32,7 +32,7 @@ from harness.workload.suite import Suite
 SIM_TIMEOUT_S = 600
 
 
-def simulate(arm: Arm, costs: Path, wl: dict) -> dict:
+def simulate(arm: Arm, costs: str, wl: dict) -> dict:
     """Run the engine's simulator on `wl` in the arm's checkout; its result JSON."""
     if arm.kind != "project":
         raise SimError("harness sim runs the reference engine's scheduler: a project arm only")
@@ -40,7 +40,7 @@ def simulate(arm: Arm, costs: Path, wl: dict) -> dict:
         json.dump(wl, f)
     python = arm.python or sys.executable
     argv = [python, "-m", "engine.sim", "run", "--workload", f.name,
-            "--costs", str(Path(costs).resolve()), "--model", arm.model,
+            "--costs", str(costs), "--model", arm.model,
             *shlex.split(arm.flags)]  # fmt: skip
     try:
         done = subprocess.run(argv, cwd=arm.cwd, capture_output=True, text=True,
@@ -74,7 +74,7 @@ def _record(r: dict) -> RequestRecord:
     )  # fmt: skip
 
 
-def sim_run(suite: Suite, arm: Arm, costs: Path) -> dict:
+def sim_run(suite: Suite, arm: Arm, costs: str) -> dict:
     """Simulate `suite` on `arm`'s scheduler; the run record."""
     lengths = {p.name: draw_lengths(p) for p in [*([suite.warmup] if suite.warmup else []),
                                                   *suite.phases]}  # fmt: skip
@@ -97,7 +97,13 @@ def sim_run(suite: Suite, arm: Arm, costs: Path) -> dict:
     rates = {p.name: p.max_error_rate for p in suite.phases}
     valid, reasons = judge(phases, None, None, rates, None)
     facts = workload(suite.name, [(p, lengths[p.name]) for p in suite.phases], None, suite.slo)
-    simulated = {**out["costs"], "wall_s": round(wall, 3), "mask_bytes_max": out["mask_bytes_max"]}
+    simulated = {
+        **out["costs"],
+        "wall_s": round(wall, 3),
+        "mask_bytes_max": out["mask_bytes_max"],
+        "kv_bytes_max": out.get("kv_bytes_max"),
+        "model": out.get("model", arm.model),
+    }
     return {
         "schema": SCHEMA,
         "started_at": started_at,
@@ -132,7 +138,7 @@ def sim_run(suite: Suite, arm: Arm, costs: Path) -> dict:
             "startup_s": None,
             "startup_peak_rss_bytes": None,
             "backend": "sim",
-            "model": arm.model,
+            "model": out.get("model", arm.model),
             "config": out["config"],
             "simulated": simulated,
         },  # fmt: skip

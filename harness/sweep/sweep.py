@@ -130,7 +130,7 @@ class SweepRunner:
     rounds: int = 3
     ready_timeout_s: float = 180.0
     progress: Callable[[str], Progress] = lambda label: Progress()  # noqa: E731
-    sim: Path | None = None  # a cost model: each unit simulated once instead of served
+    sim: str | None = None  # a cost model: each unit simulated once instead of served
     runs: list[dict] = field(default_factory=list, init=False)  # as run so far
 
     @property
