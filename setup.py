@@ -10,7 +10,12 @@ setup(
     packages=find_packages(include=["engine*", "harness*"]) + list(DATA),
     package_dir=DATA,
     package_data={
-        "engine": ["backends/kernels/csrc/*.cpp", "backends/kernels/csrc/*.h"],
+        "engine": [
+            "backends/kernels/csrc/*.cpp",
+            "backends/kernels/csrc/*.h",
+            "sim/data/*.toml",
+            "sim/data/shapes/*.json",
+        ],
         "harness._data.suites": ["*.toml", "traces/*.jsonl"],
         "harness._data.templates": ["*.j2"],
     },

@@ -68,6 +68,7 @@ def wheel_env(tmp_path_factory) -> Path:
     names = zipfile.ZipFile(wheel).namelist()
     shipped = {"harness/_data/suites/smoke.toml", "harness/_data/templates/report.md.j2"}
     shipped.add("engine/backends/kernels/csrc/cpu_decode.cpp")
+    shipped |= {"engine/sim/data/hardware.toml", "engine/sim/data/shapes/llama-3-8b.json"}
     assert shipped <= set(names)
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")], check=True)
     (site,) = (root / "venv" / "lib").glob("python*/site-packages")
