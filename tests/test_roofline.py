@@ -17,7 +17,8 @@ def h200():
 
 def test_decode_is_priced_by_bandwidth_and_long_prefill_by_compute(h200):
     """Llama-3-8B in bf16 reads ~15 GB a step (its layers and LM head; the embedding table is
-    looked up, not read): a decode step of one row is memory-bound; a 4,096-token prefill does 2 x 7e9 FLOPs per token (compute-bound)."""
+    looked up, not read): a decode step of one row is memory-bound; a 4,096-token prefill
+    does 2 x 7e9 FLOPs per token (compute-bound)."""
     hw, overhead = h200.hardware, 1.5e-3 + 32 * 60e-6
     assert 14.5e9 < h200.weight_bytes < 15.5e9
     one = h200.seconds("decode", [1], [100]) - overhead

@@ -226,3 +226,18 @@ def test_a_scheduler_change_in_a_commit_changes_the_simulated_verdict(tmp_path):
     assert "**Simulated**" in report.read_text()
     rounds = sim_ab(repo.path, tmp_path, "--sim", str(costs), "--rounds", "3")
     assert rounds.returncode == 2 and "--rounds does not apply to --sim" in rounds.stderr
+
+
+def test_validation_rows_read_the_error_against_the_real_runs_and_their_range():
+    from harness.sim.validate import counter_diffs, rows
+
+    reals = [{"ttft_p50_ms": v, "ttft_p95_ms": v, "tok_s": 100.0} for v in (90.0, 100.0, 130.0)]
+    p50, _, tok = rows("s", reals, {"ttft_p50_ms": 125.0, "ttft_p95_ms": 80.0, "tok_s": 100.0})
+    assert p50.real == 100.0 and p50.error == pytest.approx(0.25) and not p50.within
+    assert p50.inside and p50.spread == pytest.approx(0.40)  # 125 lies in [90, 130]
+    assert tok.within and tok.spread is None and tok.inside is None  # equal runs: no range
+    real = {"main": {'engine_prefill_forwards_total{path="batched"}': 3.0, "engine_queue_depth": 2}}
+    sim = {"main": {'engine_prefill_forwards_total{path="batched"}': 2.0, "engine_queue_depth": 0}}
+    assert counter_diffs(real, sim) == [  # scheduling counters only, not gauges
+        'main: engine_prefill_forwards_total{path="batched"} 3 -> 2'
+    ]

@@ -2,9 +2,11 @@
 
     python -m engine.sim run --workload W.json --costs C.json [--model M] [serve flags...]
     python -m engine.sim fit TRACE.jsonl... --out C.json --name NAME --source TEXT
+    python -m engine.sim score TRACE.jsonl... --costs C.json|HARDWARE:SHAPE
 
 `run` prints the simulation's result as JSON on stdout; `fit` writes a cost model fitted to
-step traces (`engine serve --step-trace FILE`). Errors are one line on stderr, exit 2.
+step traces (`engine serve --step-trace FILE`); `score` prints any cost model's error against
+step traces (a roofline's, on the hardware it names). Errors are one line on stderr, exit 2.
 """
 
 import json
@@ -18,7 +20,7 @@ import click
 from engine.cli import serve_options
 from engine.config import ConfigError, resolve_config
 from engine.model.load import load_model
-from engine.sim.costs import fit, load_costs
+from engine.sim.costs import fit, load_costs, score
 from engine.sim.driver import simulate
 from engine.sim.roofline import Roofline
 
@@ -60,6 +62,26 @@ def run(workload_path, costs_path, model, no_batch, no_prompt_cache, **flags):
     json.dump(result, sys.stdout)
 
 
+def _steps(traces) -> list[dict]:
+    try:
+        return [json.loads(line) for t in traces for line in Path(t).read_text().splitlines()
+                if line]  # fmt: skip
+    except (OSError, ValueError) as e:
+        raise click.UsageError(f"step trace: {e}") from None
+
+
+@main.command("score")
+@click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--costs", "costs_path", required=True, help="A file, or HARDWARE:SHAPE[:WEIGHTS].")
+def score_command(traces, costs_path):
+    """Print a cost model's error per step family against measured step traces (JSON)."""
+    try:
+        costs = load_costs(costs_path)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+    click.echo(json.dumps({"costs": costs.name, "families": score(costs, _steps(traces))}))
+
+
 @main.command("fit")
 @click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--out", required=True, type=click.Path(dir_okay=False))
@@ -68,7 +90,7 @@ def run(workload_path, costs_path, model, no_batch, no_prompt_cache, **flags):
 @click.option("--model", required=True, help="The model the steps ran.")
 def fit_command(traces, out, name, source, model):
     """Fit a cost model to step traces."""
-    steps = [json.loads(line) for t in traces for line in Path(t).read_text().splitlines() if line]
+    steps = _steps(traces)
     try:
         costs = fit(steps, name, source, model)
     except ValueError as e:

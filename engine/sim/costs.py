@@ -104,14 +104,33 @@ def fit(steps: list[dict], name: str, source: str, model: str) -> CostModel:
         y = np.array([s["s"] for s in rows])
         w = 1.0 / y
         coef = _nonnegative_lstsq(x * w[:, None], y * w)
-        rel = np.abs(x @ coef - y) / y
         coefficients[fam] = [float(c) for c in coef]
-        report[fam] = {
-            "steps": len(rows),
-            "mean_rel_error": float(rel.mean()),
-            "p95_rel_error": float(np.percentile(rel, 95)),
-        }
+        report[fam] = _errors(x @ coef, y)
     return CostModel(name, source, model, coefficients, report)
+
+
+def score(costs, steps: list[dict]) -> dict:
+    """Any cost model (fitted or roofline) against measured steps: per family, the steps, the
+    mean and p95 relative error and the mean signed error (> 0: the model prices too high)."""
+    report = {}
+    for fam in FEATURES:
+        rows = [s for s in steps if family(s["kind"]) == fam and s["s"] > 0]
+        if rows:
+            predicted = np.array(
+                [costs.seconds(s["kind"], s["tokens"], s["offsets"]) for s in rows]
+            )
+            report[fam] = _errors(predicted, np.array([s["s"] for s in rows]))
+    return report
+
+
+def _errors(predicted: np.ndarray, measured: np.ndarray) -> dict:
+    signed = (predicted - measured) / measured
+    return {
+        "steps": len(measured),
+        "mean_rel_error": float(np.abs(signed).mean()),
+        "p95_rel_error": float(np.percentile(np.abs(signed), 95)),
+        "mean_signed_error": float(signed.mean()),
+    }
 
 
 def _nonnegative_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:

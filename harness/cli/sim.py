@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import platform
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -34,9 +35,9 @@ from harness.sweep.sweep import Sweep, SweepError, parse_levels
 from harness.workload.suite import Suite, SuiteError, load_suite
 
 CALIBRATION = ("single-client", "short-concurrency", "long-transient", "sim-calibration")
-VALIDATION = (
-    "smoke", "single-client", "short-concurrency", "boundary-spill", "prefill-storm",
-    "long-transient", "rival-chat", "head-of-line", "trace-replay",
+VALIDATION = (  # the shipped suites on SmolLM2 that finish in about a minute (not smoke: tiny)
+    "single-client", "short-concurrency", "boundary-spill", "prefill-storm", "long-transient",
+    "rival-chat", "head-of-line", "trace-replay", "chat-shared-prefix", "serving-defaults",
 )  # fmt: skip
 
 
@@ -174,11 +175,15 @@ def _emit(table, verdicts, repeat: int, out: Path | None, command: str) -> None:
     help=f"Suites run for real to measure steps [default: {', '.join(CALIBRATION)}].",
 )
 @click.option("--ref", default=None, metavar="REF", help="Measure this ref's engine.")
+@click.option("--steps", "keep", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Keep the measured step trace here (JSONL; python -m engine.sim score "
+              "prices it with any cost model).")  # fmt: skip
 @click.option("--quiet", is_flag=True)
-def calibrate(out, suites, ref, quiet) -> None:
+def calibrate(out, suites, ref, keep, quiet) -> None:
     """Run suites on the real engine with its step trace on, fit a cost model to the steps,
     write it, and print the simulated runs of the same suites against the real ones."""
     out = _guard(lambda: writable_file(out))
+    keep = keep and _guard(lambda: writable_file(keep))
     cases = _cases(list(suites or CALIBRATION), [], ref, None)
     with tempfile.TemporaryDirectory(prefix="servegate-steps-") as steps:
         trace = Path(steps) / "steps.jsonl"
@@ -190,6 +195,8 @@ def calibrate(out, suites, ref, quiet) -> None:
                 "--out", str(out.resolve()), "--name", out.stem, "--source", source,
                 "--model", arm.model]  # fmt: skip
         done = subprocess.run(argv, cwd=arm.cwd, capture_output=True, text=True)
+        if keep is not None:
+            shutil.copyfile(trace, keep)
     if done.returncode != 0:
         raise InputError(f"the fit failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
     click.echo(f"cost model: {out} (fit error per family: {done.stdout.strip()})")

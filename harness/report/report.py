@@ -168,8 +168,10 @@ def write_report(ab_result: dict, out_dir: Path) -> Path:
     labels = {"base": ab["base"]["label"], "head": ab["head"]["label"], "null": "base again"}
     plots = {}
     if raw and arms_present(ab["rounds"]):  # an arm that crashed before any run: nothing to plot
-        plots = {"rss": f"{stem}-rss.png", "ttft": f"{stem}-ttft.png"}
-        plot_rss(ab["rounds"], labels, out_dir / plots["rss"])
+        plots = {"ttft": f"{stem}-ttft.png"}
+        if not ab.get("simulated"):  # a simulation has no RSS timeline to draw
+            plots["rss"] = f"{stem}-rss.png"
+            plot_rss(ab["rounds"], labels, out_dir / plots["rss"])
         plot_ttft(ab["rounds"], labels, out_dir / plots["ttft"])
     md = out_dir / f"{stem}.md"
     why = ""

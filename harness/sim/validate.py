@@ -30,13 +30,28 @@ class Row:
     case: str  # a suite, or "sweep c4"
     metric: str
     real: float | None  # the median of the real runs
-    spread: float | None  # (max - min) / median of the real runs; None with one run
+    low: float | None  # the real runs' least and greatest
+    high: float | None
     sim: float | None
     error: float | None  # (sim - real) / real
 
     @property
+    def spread(self) -> float | None:
+        """(greatest - least) / median of the real runs: how far one real run is from another."""
+        if self.low is None or self.high is None or not self.real or self.low == self.high:
+            return None
+        return (self.high - self.low) / self.real
+
+    @property
     def within(self) -> bool | None:
         return None if self.error is None else abs(self.error) <= GOAL
+
+    @property
+    def inside(self) -> bool | None:
+        """The simulated value lies between the least and greatest real run (with 2+ runs)."""
+        if self.sim is None or self.spread is None:
+            return None
+        return self.low <= self.sim <= self.high
 
 
 def rows(case: str, reals: list[dict], sim: dict) -> list[Row]:
@@ -45,10 +60,10 @@ def rows(case: str, reals: list[dict], sim: dict) -> list[Row]:
     for metric in COMPARED:
         values = [r.get(metric) for r in reals if r.get(metric) is not None]
         real = median(values) if values else None
-        spread = (max(values) - min(values)) / real if len(values) > 1 and real else None
+        low, high = (min(values), max(values)) if values else (None, None)
         s = sim.get(metric)
         error = None if not real or s is None else (s - real) / real
-        out.append(Row(case, metric, real, spread, s, error))
+        out.append(Row(case, metric, real, low, high, s, error))
     return out
 
 
@@ -90,27 +105,44 @@ def _pct(v: float | None) -> str:
     return "n/a" if v is None else f"{v * 100:+.1f}%"
 
 
+def _yes(v: bool | None) -> str:
+    return "n/a" if v is None else ("yes" if v else "no")
+
+
 def markdown(table: list[Row], verdicts: dict[str, str], repeat: int) -> str:
-    spread = f"real spread ({repeat} runs)" if repeat > 1 else "real spread"
+    many = repeat > 1
     lines = [
-        f"| case | metric | real{' (median)' if repeat > 1 else ''} | {spread} | simulated "
-        "| error | within 10% |",
-        "|---|---|---|---|---|---|---|",
+        f"| case | metric | real{' (median)' if many else ''} | real range | real spread "
+        "| simulated | error | within 10% | inside the real range |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in table:
-        ok = "n/a" if r.within is None else ("yes" if r.within else "no")
-        spread_cell = "n/a" if r.spread is None else f"{r.spread * 100:.1f}%"
+        span = f"{_num(r.low)}-{_num(r.high)}" if r.spread is not None else "n/a"
+        spread = "n/a" if r.spread is None else f"{r.spread * 100:.1f}%"
         lines.append(
-            f"| {r.case} | {r.metric} | {_num(r.real)} | {spread_cell} | {_num(r.sim)} "
-            f"| {_pct(r.error)} | {ok} |"
+            f"| {r.case} | {r.metric} | {_num(r.real)} | {span} | {spread} | {_num(r.sim)} "
+            f"| {_pct(r.error)} | {_yes(r.within)} | {_yes(r.inside)} |"
         )
     judged = [r for r in table if r.within is not None]
     held = sum(r.within for r in judged)
-    lines += ["", f"Within 10%: {held} of {len(judged)} cells.", "",
+    summary = (
+        f"Within 10% of the real {'median' if many else 'run'}: {held} of {len(judged)} cells."
+    )
+    ranged = [r for r in table if r.inside is not None]
+    if ranged:
+        spreads = sorted(r.spread for r in ranged)
+        summary += (
+            f" Inside the {repeat} real runs' range: {sum(r.inside for r in ranged)} of "
+            f"{len(ranged)}. The real runs' own spread: median {median(spreads) * 100:.1f}%, "
+            f"largest {spreads[-1] * 100:.1f}%."
+        )
+    lines += ["", summary, "",
               "| case | scheduling counters, simulated vs real |", "|---|---|"]  # fmt: skip
     lines += [f"| {case} | {v} |" for case, v in verdicts.items()]
     return "\n".join(lines) + "\n"
 
 
 def as_json(table: list[Row], verdicts: dict[str, str]) -> dict:
-    return {"rows": [asdict(r) | {"within": r.within} for r in table], "decisions": verdicts}
+    rows = [asdict(r) | {"spread": r.spread, "within": r.within, "inside": r.inside}
+            for r in table]  # fmt: skip
+    return {"rows": rows, "decisions": verdicts}
