@@ -241,3 +241,21 @@ def test_validation_rows_read_the_error_against_the_real_runs_and_their_range():
     assert counter_diffs(real, sim) == [  # scheduling counters only, not gauges
         'main: engine_prefill_forwards_total{path="batched"} 3 -> 2'
     ]
+
+
+def test_a_prefill_path_the_steps_never_took_is_priced_as_the_other():
+    """Leave-one-out fits see only some suites: a trace of batched prefills alone still fits,
+    single prefills priced as batched ones (and neither at all is one line)."""
+    rng = np.random.default_rng(2)
+    steps = []
+    for _ in range(30):
+        rows, n = int(rng.integers(2, 5)), int(rng.integers(8, 300))
+        steps.append({"kind": "prefill_batched", "tokens": [n] * rows, "offsets": [0] * rows,
+                      "s": COSTS.seconds("prefill_batched", [n] * rows, [0] * rows)})  # fmt: skip
+        steps.append({"kind": "decode", "tokens": [1] * rows, "offsets": [n] * rows,
+                      "s": COSTS.seconds("decode", [1] * rows, [n] * rows)})  # fmt: skip
+    model = fit(steps, "batched-only", "synthetic", "tiny")
+    assert model.coefficients["prefill"] == model.coefficients["prefill_batched"]
+    assert model.fit["prefill"] == {"steps": 0, "priced_as": "prefill_batched"}
+    with pytest.raises(ValueError, match="too few prefill steps"):
+        fit([s for s in steps if s["kind"] == "decode"], "none", "synthetic", "tiny")

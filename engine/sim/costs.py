@@ -22,6 +22,7 @@ FEATURES = {
     "prefill_batched": ("step", "padded_tokens", "attention_area"),
     "decode": ("step", "rows", "context_tokens", "rows_past_16"),
 }
+PREFILL_TWIN = {"prefill": "prefill_batched", "prefill_batched": "prefill"}  # one path unseen
 KERNEL_ROWS = 16  # the torch backend's DENSE_ROWS: decode rows past it run the GEMM
 
 
@@ -95,8 +96,7 @@ def fit(steps: list[dict], name: str, source: str, model: str) -> CostModel:
     coefficients, report = {}, {}
     for fam, names in FEATURES.items():
         rows = [s for s in steps if family(s["kind"]) == fam and s["s"] > 0]
-        if not rows and fam == "prefill_batched":  # never batched: priced as single prefill
-            coefficients[fam], report[fam] = coefficients["prefill"], {"steps": 0}
+        if len(rows) < len(names) and fam in PREFILL_TWIN:  # priced as the other prefill path
             continue
         if len(rows) < len(names):
             raise ValueError(f"{len(rows)} {fam} steps: too few to fit {len(names)} prices")
@@ -106,6 +106,11 @@ def fit(steps: list[dict], name: str, source: str, model: str) -> CostModel:
         coef = _nonnegative_lstsq(x * w[:, None], y * w)
         coefficients[fam] = [float(c) for c in coef]
         report[fam] = _errors(x @ coef, y)
+    for fam, twin in PREFILL_TWIN.items():
+        if fam not in coefficients:
+            if twin not in coefficients:
+                raise ValueError("too few prefill steps of either kind to fit their prices")
+            coefficients[fam], report[fam] = coefficients[twin], {"steps": 0, "priced_as": twin}
     return CostModel(name, source, model, coefficients, report)
 
 

@@ -131,23 +131,52 @@ def _cases(names: list[str], levels: list[int], ref, model) -> list[tuple[str, S
     return out
 
 
-def _validate(cases, costs: str, repeat: int, quiet: bool, reals=None):
-    """Per case: `repeat` real runs (or the given ones) and one simulated run; the rows and
-    whether the scheduler's decisions were the same."""
+def _validate(cases, costs, repeat: int, quiet: bool, reals=None, traces=None):
+    """Per case: `repeat` real runs (or the given ones; each writing its steps to traces[i] if
+    given), then one simulated run priced by `costs(i)`; the rows and whether the scheduler's
+    decisions were the same."""
     table, verdicts = [], {}
+    runs = reals or [
+        [_real(suite, arm, traces[i] if traces else None, quiet, f"{case} {k + 1}/{repeat}")
+         for k in range(repeat)]
+        for i, (case, suite, arm) in enumerate(cases)
+    ]  # fmt: skip
     for i, (case, suite, arm) in enumerate(cases):
-        runs = reals[i] if reals else [_real(suite, arm, None, quiet, f"{case} {k + 1}/{repeat}")
-                                       for k in range(repeat)]  # fmt: skip
-        simulated = _guard(lambda s=suite, a=arm: sim_run(s, a, costs))
+        simulated = _guard(lambda s=suite, a=arm, i=i: sim_run(s, a, costs(i)))
         if case != "sweep":
-            table += rows(case, [r["summary"] for r in runs], simulated["summary"])
-            verdicts[case] = decisions(runs, simulated)
+            table += rows(case, [r["summary"] for r in runs[i]], simulated["summary"])
+            verdicts[case] = decisions(runs[i], simulated)
             continue
         for level in [p.name for p in suite.phases]:
-            stats = [r["phases"][level]["stats"] for r in runs]
+            stats = [r["phases"][level]["stats"] for r in runs[i]]
             table += rows(f"sweep {level}", stats, simulated["phases"][level]["stats"])
-            verdicts[f"sweep {level}"] = decisions(runs, simulated, [level])
+            verdicts[f"sweep {level}"] = decisions(runs[i], simulated, [level])
     return table, verdicts
+
+
+def _fit(traces: list[Path], out: Path, arm: Arm, what: str) -> str:
+    """Fit a cost model to step traces in the arm's checkout; its fit error line."""
+    cpu = machine_facts().get("cpu_model") or platform.processor() or "this CPU"
+    source = f"{arm.model} on {cpu}, {what}, {date.today().isoformat()}"
+    argv = [arm.python or sys.executable, "-m", "engine.sim", "fit", *map(str, traces),
+            "--out", str(out.resolve()), "--name", out.stem, "--source", source,
+            "--model", arm.model]  # fmt: skip
+    done = subprocess.run(argv, cwd=arm.cwd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise InputError(f"the fit failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
+    return done.stdout.strip()
+
+
+def _leave_one_out(cases, traces: list[Path], folder: Path):
+    """costs(i): a cost model fitted to every other case's steps (fitted when first asked)."""
+
+    def costs(i: int) -> str:
+        out = folder / f"without-{cases[i][0]}.json"
+        others = [t for k, t in enumerate(traces) if k != i and t.is_file()]
+        _fit(others, out, cases[i][2], f"steps of {len(others)} other cases")
+        return str(out)
+
+    return costs
 
 
 def _emit(table, verdicts, repeat: int, out: Path | None, command: str) -> None:
@@ -188,24 +217,19 @@ def calibrate(out, suites, ref, keep, quiet) -> None:
     with tempfile.TemporaryDirectory(prefix="servegate-steps-") as steps:
         trace = Path(steps) / "steps.jsonl"
         reals = [[_real(suite, arm, trace, quiet)] for _, suite, arm in cases]
-        arm = cases[0][2]
-        cpu = machine_facts().get("cpu_model") or platform.processor() or "this CPU"
-        source = f"{arm.model} on {cpu}, {len(cases)} suites, {date.today().isoformat()}"
-        argv = [arm.python or sys.executable, "-m", "engine.sim", "fit", str(trace),
-                "--out", str(out.resolve()), "--name", out.stem, "--source", source,
-                "--model", arm.model]  # fmt: skip
-        done = subprocess.run(argv, cwd=arm.cwd, capture_output=True, text=True)
+        errors = _fit([trace], out, cases[0][2], f"{len(cases)} suites")
         if keep is not None:
             shutil.copyfile(trace, keep)
-    if done.returncode != 0:
-        raise InputError(f"the fit failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
-    click.echo(f"cost model: {out} (fit error per family: {done.stdout.strip()})")
-    table, verdicts = _validate(cases, out, 1, quiet, reals)
+    click.echo(f"cost model: {out} (fit error per family: {errors})")
+    table, verdicts = _validate(cases, lambda i: str(out), 1, quiet, reals)
     _emit(table, verdicts, 1, None, harness_command())
 
 
 @sim.command("validate")
-@click.option("--costs", required=True, type=COSTS)
+@click.option("--costs", type=COSTS, default=None, help="The cost model to check.")
+@click.option("--leave-one-out", "loo", is_flag=True,
+              help="Instead of --costs: price each case with a model fitted to the steps "
+              "of the other cases' real runs in this session (held out).")  # fmt: skip
 @click.option("--suite", "suites", multiple=True, metavar="NAME_OR_PATH",
               help=f"Suites to run both ways [default: {', '.join(VALIDATION)}].")  # fmt: skip
 @click.option("--levels", default=None, metavar="1,2,4,...",
@@ -220,9 +244,11 @@ def calibrate(out, suites, ref, keep, quiet) -> None:
               help="Also write the table (Markdown, with the command and machine) and a "
               "JSON beside it.")  # fmt: skip
 @click.option("--quiet", is_flag=True)
-def validate(costs, suites, levels, repeat, model, ref, out, quiet) -> None:
+def validate(costs, loo, suites, levels, repeat, model, ref, out, quiet) -> None:
     """Run suites (and a sweep's levels) for real and simulated; print each metric's error
     against the real runs, their own spread, and whether the scheduler decided the same."""
+    if (costs is None) == (not loo):
+        raise InputError("give --costs or --leave-one-out (one of them)")
     if out is not None:
         out = _guard(lambda: writable_file(out))
     try:
@@ -231,5 +257,13 @@ def validate(costs, suites, levels, repeat, model, ref, out, quiet) -> None:
     except SweepError as exc:
         raise input_error(exc) from None
     cases = _cases(list(suites or VALIDATION), steps, ref, model)
-    table, verdicts = _validate(cases, costs, repeat, quiet)
+    if not loo:
+        table, verdicts = _validate(cases, lambda i: costs, repeat, quiet)
+    else:
+        if len(cases) < 2:
+            raise InputError("--leave-one-out needs two cases or more")
+        with tempfile.TemporaryDirectory(prefix="servegate-steps-") as folder:
+            traces = [Path(folder) / f"{case}.jsonl" for case, _, _ in cases]
+            fits = _leave_one_out(cases, traces, Path(folder))
+            table, verdicts = _validate(cases, fits, repeat, quiet, traces=traces)
     _emit(table, verdicts, repeat, out, harness_command())
