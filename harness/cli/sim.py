@@ -204,11 +204,14 @@ def _emit(table, verdicts, repeat: int, out: Path | None, command: str) -> None:
     help=f"Suites run for real to measure steps [default: {', '.join(CALIBRATION)}].",
 )
 @click.option("--ref", default=None, metavar="REF", help="Measure this ref's engine.")
+@click.option("--repeat", type=click.IntRange(1, 20), default=1, show_default=True,
+              help="Runs per suite, each cold: the fit sees every shape at several moments "
+              "(a machine whose speed drifts is averaged over them).")  # fmt: skip
 @click.option("--steps", "keep", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Keep the measured step trace here (JSONL; python -m engine.sim score "
               "prices it with any cost model).")  # fmt: skip
 @click.option("--quiet", is_flag=True)
-def calibrate(out, suites, ref, keep, quiet) -> None:
+def calibrate(out, suites, ref, repeat, keep, quiet) -> None:
     """Run suites on the real engine with its step trace on, fit a cost model to the steps,
     write it, and print the simulated runs of the same suites against the real ones."""
     out = _guard(lambda: writable_file(out))
@@ -216,13 +219,14 @@ def calibrate(out, suites, ref, keep, quiet) -> None:
     cases = _cases(list(suites or CALIBRATION), [], ref, None)
     with tempfile.TemporaryDirectory(prefix="servegate-steps-") as steps:
         trace = Path(steps) / "steps.jsonl"
-        reals = [[_real(suite, arm, trace, quiet)] for _, suite, arm in cases]
-        errors = _fit([trace], out, cases[0][2], f"{len(cases)} suites")
+        reals = [[_real(suite, arm, trace, quiet, f"{case} {k + 1}/{repeat}")
+                  for k in range(repeat)] for case, suite, arm in cases]  # fmt: skip
+        errors = _fit([trace], out, cases[0][2], f"{len(cases)} suites x {repeat}")
         if keep is not None:
             shutil.copyfile(trace, keep)
     click.echo(f"cost model: {out} (fit error per family: {errors})")
-    table, verdicts = _validate(cases, lambda i: str(out), 1, quiet, reals)
-    _emit(table, verdicts, 1, None, harness_command())
+    table, verdicts = _validate(cases, lambda i: str(out), repeat, quiet, reals)
+    _emit(table, verdicts, repeat, None, harness_command())
 
 
 @sim.command("validate")
