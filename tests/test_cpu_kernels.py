@@ -287,6 +287,23 @@ def test_each_virtual_environment_builds_in_its_own_folder(tmp_path):
     ours = name(sys.executable)
     assert ours == cpu_kernels._build_name() == name(sys.executable)
     assert name(str(tmp_path / "v" / "bin" / "python")) != ours
+    if cpu_kernels._module() is None:
+        return
+    # the same torch build: the other venv loads this one's finished build, compiling nothing
+    out = subprocess.run([str(tmp_path / "v" / "bin" / "python"), "-c", SHARED],
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert out.stdout.split() == ["loaded", ours], out.stdout + out.stderr
+
+
+SHARED = """
+import torch.utils.cpp_extension as ext
+def refuse(*a, **k):
+    raise RuntimeError("compiled")
+ext.load = refuse
+from engine.backends.kernels import cpu
+m = cpu._module()
+print("loaded" if m is not None else "none", m.__name__ if m else "")
+"""
 
 
 def test_a_finished_build_loads_without_torchs_loader(monkeypatch):
@@ -301,6 +318,7 @@ def test_a_finished_build_loads_without_torchs_loader(monkeypatch):
 
     folder = cpu_kernels._build_dir(cpu_kernels._build_name())
     monkeypatch.setattr(torch.utils.cpp_extension, "load", refuse)
+    monkeypatch.setattr(cpu_kernels, "_load_shared", lambda: None)  # this venv's folder alone
     cpu_kernels._module.cache_clear()
     try:
         assert cpu_kernels.decode_attention() is not None

@@ -3,7 +3,8 @@ cpu_q4_f32.cpp), compiled on first use for this CPU.
 
 torch's cpp_extension builds them with -march=native into its extensions folder
 ($TORCH_EXTENSIONS_DIR, else ~/.cache/torch_extensions), once per source, flags, CPU, torch,
-Python and virtual environment: later loads take a fraction of a second.
+Python and virtual environment: later loads take a fraction of a second, and another
+environment with the same torch build loads the first one's build (servegate_cpu_kernels_shared).
 `python -m engine.backends.kernels.cpu` builds them ahead (scripts/install.sh does). Where
 they cannot be built (no C++ compiler) or SERVEGATE_KERNELS=0, the accessors return None and
 the backend keeps torch's own operators.
@@ -55,12 +56,50 @@ def _build_name() -> str:
     return f"servegate_cpu_kernels_{h.hexdigest()[:12]}"
 
 
+def _shared_dir() -> Path:
+    """Where a finished build is kept for every environment with the same torch build: the
+    sources, flags, CPU, torch version and git revision, and Python name it. A .so made against
+    one torch build loads in any environment of that build (torch's libraries are already
+    loaded by then), so a fresh virtual environment or an isolated commit's build skips the
+    minute of compiling."""
+    import torch
+
+    h = hashlib.sha256(b"".join(src.read_bytes() for src in SOURCES + HEADERS))
+    key = [*FLAGS, platform.machine(), *sorted(cpu_flags()), torch.__version__,
+           torch.version.git_version, sys.version]  # fmt: skip
+    h.update("\0".join(key).encode())
+    return _extensions_root() / "servegate_cpu_kernels_shared" / h.hexdigest()[:16]
+
+
+def _extensions_root() -> Path:
+    root = os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions"
+    return Path(root)
+
+
+def _load_shared():
+    for path in sorted(_shared_dir().glob("*.so"))[:1]:  # built under its first venv's name
+        return _load_built(path, path.stem)
+    return None
+
+
+def _share(built: Path) -> None:
+    """Keep a copy of a finished build for other environments (best effort)."""
+    try:
+        folder = _shared_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        if not any(folder.glob("*.so")):
+            tmp = folder / f".{built.name}.{os.getpid()}"
+            tmp.write_bytes(built.read_bytes())
+            os.replace(tmp, folder / built.name)
+    except OSError:
+        pass
+
+
 def _build_dir(name: str) -> Path:
     """The build folder, holding its own copy of the sources: ninja rebuilds when a source's
     path changes, and every git worktree of the harness has its own path. A lock left by a
     killed build is removed (torch's loader would wait on it forever)."""
-    root = os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions"
-    folder = Path(root) / name
+    folder = _extensions_root() / name
     folder.mkdir(parents=True, exist_ok=True)
     lock = folder / "lock"
     if lock.exists() and time.time() - lock.stat().st_mtime > STALE_LOCK_S:
@@ -83,12 +122,18 @@ def _module():
         folder = _build_dir(name)
         built = _load_built(folder / f"{name}.so", name)
         if built is not None:
+            _share(folder / f"{name}.so")
+            return built
+        built = _load_shared()
+        if built is not None:
             return built
         from torch.utils.cpp_extension import load
 
         log.info("engine: loading the CPU kernels (built once per CPU, in ~1 min)")
         sources = [str(folder / src.name) for src in SOURCES]
-        return load(name, sources, extra_cflags=FLAGS, build_directory=str(folder))
+        module = load(name, sources, extra_cflags=FLAGS, build_directory=str(folder))
+        _share(folder / f"{name}.so")
+        return module
     except Exception as e:  # no compiler, no ninja, no Python headers: torch's ops serve
         why = str(e).strip().splitlines()[-1:] or [type(e).__name__]
         log.warning("engine: CPU kernels unavailable (%s); using torch's", why[0])
