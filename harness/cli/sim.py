@@ -154,10 +154,13 @@ def _validate(cases, costs, repeat: int, quiet: bool, reals=None, traces=None):
     return table, verdicts
 
 
+def _cpu(facts: dict) -> str:
+    return facts.get("cpu_model") or platform.processor() or "this CPU"
+
+
 def _fit(traces: list[Path], out: Path, arm: Arm, what: str) -> str:
     """Fit a cost model to step traces in the arm's checkout; its fit error line."""
-    cpu = machine_facts().get("cpu_model") or platform.processor() or "this CPU"
-    source = f"{arm.model} on {cpu}, {what}, {date.today().isoformat()}"
+    source = f"{arm.model} on {_cpu(machine_facts())}, {what}, {date.today().isoformat()}"
     argv = [arm.python or sys.executable, "-m", "engine.sim", "fit", *map(str, traces),
             "--out", str(out.resolve()), "--name", out.stem, "--source", source,
             "--model", arm.model]  # fmt: skip
@@ -185,7 +188,7 @@ def _emit(table, verdicts, repeat: int, out: Path | None, command: str) -> None:
     if out is None:
         return
     facts = machine_facts()
-    cpu = facts.get("cpu_model") or platform.processor() or "this CPU"
+    cpu = _cpu(facts)
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     write_atomic(out, f"`{command}`, {when}, on {cpu}.\n\n{text}")
     payload = {"command": command, "created": when, "machine": facts}

@@ -42,6 +42,12 @@ def kernels_enabled() -> bool:
 STALE_LOCK_S = 300  # a build takes ~30-60 s: an older lock was left by a killed build
 
 
+@functools.cache
+def _sources() -> bytes:
+    """The kernels' sources and headers, read once: both build names hash them."""
+    return b"".join(src.read_bytes() for src in SOURCES + HEADERS)
+
+
 def _build_name() -> str:
     """A name per source, flags, CPU, torch, Python and environment: -march=native code must
     not load on another CPU, nor a build against one torch into another; and each virtual
@@ -49,7 +55,7 @@ def _build_name() -> str:
     sharing one rebuilt each other's kernels and waited on each other's lock)."""
     import torch
 
-    h = hashlib.sha256(b"".join(src.read_bytes() for src in SOURCES + HEADERS))
+    h = hashlib.sha256(_sources())
     env = [torch.__version__, str(Path(torch.__file__).parent), sys.version, sys.prefix]
     key = [*FLAGS, platform.machine(), *sorted(cpu_flags()), *env]
     h.update("\0".join(key).encode())
@@ -64,7 +70,7 @@ def _shared_dir() -> Path:
     minute of compiling."""
     import torch
 
-    h = hashlib.sha256(b"".join(src.read_bytes() for src in SOURCES + HEADERS))
+    h = hashlib.sha256(_sources())
     key = [*FLAGS, platform.machine(), *sorted(cpu_flags()), torch.__version__,
            torch.version.git_version, sys.version]  # fmt: skip
     h.update("\0".join(key).encode())
