@@ -108,6 +108,17 @@ def test_ratio_rule_boundaries_both_directions():
     assert ratio_verdict(1.2, None, None, 0.10, lower_better=True) == Verdict.INCONCLUSIVE
 
 
+def test_an_improvement_needs_the_same_evidence_as_a_regression():
+    # the 95% CI clears 1 but the look's bound does not: better, not yet shown to be
+    assert ratio_verdict(0.7, 0.5, 0.95, 0.10, True, evidence=(0.3, 1.4)) == Verdict.PASS
+    assert ratio_verdict(0.7, 0.5, 0.95, 0.10, True, evidence=(0.4, 0.99)) == Verdict.IMPROVEMENT
+    assert ratio_verdict(1.4, 1.05, 2.0, 0.10, False, evidence=(0.8, 2.5)) == Verdict.PASS
+    assert ratio_verdict(1.4, 1.05, 2.0, 0.10, False, evidence=(1.01, 2.5)) == Verdict.IMPROVEMENT
+    # and mirrored: the regression side is unchanged
+    assert ratio_verdict(1.4, 1.05, 2.0, 0.10, True, evidence=(0.8, 2.5)) == Verdict.INCONCLUSIVE
+    assert ratio_verdict(1.4, 1.05, 2.0, 0.10, True, evidence=(1.01, 2.5)) == Verdict.REGRESSION
+
+
 def test_t_interval_and_mde_on_hand_computed_rounds():
     d = np.array([0.1, 0.2, 0.3])  # mean 0.2, sd 0.1
     m = compare_metric("ttft_p50_ms", [1.0] * 3, list(np.exp(d)), 0.10)

@@ -25,7 +25,8 @@ def test_whole_gate_false_regression_rate_on_pure_noise():
     counts, rounds = summary(results)
     print(f"A/A at {NOISE}: {dict(counts)}, rounds {sorted(rounds.items())}")
     assert counts["REGRESSION"] / len(results) <= 0.01
-    assert counts["PASS"] + counts["IMPROVEMENT"] >= 0.9 * len(results)  # and it decides
+    assert counts["IMPROVEMENT"] / len(results) <= 0.01  # a claim in either direction
+    assert counts["PASS"] >= 0.9 * len(results)  # and it decides
 
 
 @pytest.mark.parametrize("cv", [0.15, 0.30])
@@ -36,6 +37,7 @@ def test_false_regression_rate_holds_where_the_tolerance_no_longer_protects(cv):
     counts, _ = summary(results)
     print(f"A/A at CV {cv}: {dict(counts)}")
     assert counts["REGRESSION"] / len(results) <= 0.01
+    assert counts["IMPROVEMENT"] / len(results) <= 0.01
 
 
 def test_a_1_2x_ttft_regression_is_caught():

@@ -123,7 +123,7 @@ def test_prefill_admission_cap_improves_ttft_p50_on_prefill_storm(tmp_path):
     # clone beside other work read 0.696x [0.347, 1.395], INCONCLUSIVE after 9 rounds); the
     # counters below are certain
     p50 = next(m for m in result["comparison"]["metrics"] if m["name"] == "ttft_p50_ms")
-    assert p50["verdict"] in ("IMPROVEMENT", "INCONCLUSIVE") and p50["ratio"] < 0.95, r.stdout
+    assert p50["verdict"] != "REGRESSION" and p50["ratio"] < 0.95, r.stdout
     capped = "engine_prefill_admission_capped_total"
     assert all(counter(run, capped) > 0 for run in runs(result, "head"))
     assert all(counter(run, capped) == 0 for run in runs(result, "base"))

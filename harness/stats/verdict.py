@@ -45,8 +45,10 @@ def ratio_verdict(
     evidence: tuple[float, float] | None = None,
 ) -> Verdict:
     """Verdict from head/base ratio estimate and its CI against a relative tolerance.
-    `evidence` (low, high), when given, is the stricter interval a REGRESSION must clear
-    instead of the CI (the sequential gate's per-look alpha, harness/stats/sequential.py)."""
+    `evidence` (low, high), when given, is the stricter interval a change must clear instead
+    of the CI (the sequential gate's per-look alpha, harness/stats/sequential.py): in either
+    direction, since an IMPROVEMENT is a claim too. A better estimate whose evidence is not
+    in yet is a PASS (the CI rules out the regression)."""
     if ci_low is None or ci_high is None or not math.isfinite(ratio):
         return Verdict.INCONCLUSIVE
     ev_low, ev_high = evidence or (ci_low, ci_high)
@@ -55,11 +57,11 @@ def ratio_verdict(
     else:
         # Flip so that "bigger is worse" below; limits stay 1 -/+ tol on the raw ratio.
         ratio, ci_low, ci_high = 1 / ratio, 1 / ci_high, 1 / ci_low
-        ev_low = 1 / ev_high
+        ev_low, ev_high = 1 / ev_high, 1 / ev_low
         bad_limit, good_limit = 1 / (1 - tol), 1 / (1 + tol)
     if ev_low > 1 and ratio > bad_limit:
         return Verdict.REGRESSION
-    if ci_high < 1 and ratio < good_limit:
+    if ev_high < 1 and ratio < good_limit:
         return Verdict.IMPROVEMENT
     if ci_high <= bad_limit:
         return Verdict.PASS
