@@ -4,10 +4,12 @@ are in docs/measurement.md; percentiles interpolate linearly between order stati
 from __future__ import annotations
 
 import math
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from harness.load.record import RequestRecord
+
+if TYPE_CHECKING:  # imported where used: a second of import that `harness --help` need not pay
+    import pandas as pd
 
 SUMMARY_KEYS = (
     "ttft_p50_ms", "ttft_p95_ms", "ttft_p99_ms", "tpot_ms", "itl_p50_ms", "itl_p95_ms",
@@ -19,6 +21,8 @@ SLO_COLUMNS = {"ttft_ms": "ttft_ms", "tpot_ms": "tpot_ms", "e2e_ms": "e2e_ms"}
 
 
 def frame(records: list[RequestRecord]) -> pd.DataFrame:
+    import pandas as pd
+
     rows = [
         {
             "phase": r.phase,
@@ -44,6 +48,8 @@ def goodput(ok: pd.DataFrame, slo: dict[str, float], span: float) -> float | Non
     is held to the others. None without limits or without a span."""
     if not slo or span <= 0:
         return None
+    import pandas as pd
+
     met = pd.Series(True, index=ok.index)
     for key, limit in slo.items():
         values = ok[SLO_COLUMNS[key]]
@@ -55,6 +61,8 @@ def latency_stats(records: list[RequestRecord], slo: dict[str, float] | None = N
     """Latency, throughput and error scalars over `records` (any number of phases).
     tok_s, req_s and goodput divide by the sum of each phase's span (first send -> last
     completion)."""
+    import pandas as pd
+
     df = frame(records)
     ok = df[df["ok"]] if len(df) else df
     itl = [g * 1e3 for r in records if r.ok for g in r.itl_s]

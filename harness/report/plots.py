@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from matplotlib.figure import Figure
 
 ARM_COLORS = {"base": "#1f77b4", "head": "#d62728", "null": "#7f7f7f"}
 MIB = 2**20
@@ -22,6 +21,8 @@ def plot_rss(rounds: list[dict], labels: dict[str, str], path: Path) -> Path:
     run with its own phase marks (dashed, in the arm's colour); each phase is named once, at
     the median of its marks, on staggered rows so that close names do not overlap."""
     arms = arms_present(rounds)
+    from matplotlib.figure import Figure  # half a second of import: only here
+
     fig = Figure(figsize=(9, 2.6 * len(arms) + 0.6), layout="constrained")
     axes = fig.subplots(len(arms), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
     for ax, arm in zip(axes, arms, strict=True):
@@ -87,6 +88,8 @@ def _name_phases(ax, marks: dict[str, list[float]]) -> None:
 
 def plot_ttft(rounds: list[dict], labels: dict[str, str], path: Path) -> Path:
     """ECDF of per-request TTFT, pooled over each arm's runs (failed requests left out)."""
+    from matplotlib.figure import Figure  # half a second of import: only here
+
     fig = Figure(figsize=(9, 4.2), layout="constrained")
     ax = fig.subplots()
     for arm in arms_present(rounds):

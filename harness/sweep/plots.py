@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from matplotlib.figure import Figure
-
 COLORS = {"arm": "#2ca02c", "base": "#1f77b4", "head": "#d62728"}
 
 
@@ -25,6 +23,8 @@ def _per_round(result: dict, arm: str, metric: str) -> tuple[list[float], list[f
 
 def _by_level(result: dict, metric: str, ylabel: str, title: str, path: Path) -> Path:
     """Median per level as a line, every round as a dot, the knee as a ring."""
+    from matplotlib.figure import Figure  # half a second of import: only here
+
     fig = Figure(figsize=(8, 4.2), layout="constrained")
     ax = fig.subplots()
     judgement = result["judgement"]
@@ -91,6 +91,8 @@ def plot_ttft(result: dict, path: Path) -> Path:
 def plot_latency_throughput(result: dict, path: Path) -> Path:
     """x: aggregate tok/s, y: TTFT p95, one point per level (labelled): a curve bending up
     and to the left of the other arm's is worse."""
+    from matplotlib.figure import Figure  # half a second of import: only here
+
     fig = Figure(figsize=(8, 4.6), layout="constrained")
     ax = fig.subplots()
     for arm, curve in result["judgement"]["curves"].items():
