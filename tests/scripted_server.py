@@ -279,7 +279,10 @@ def main() -> None:
     app.router.add_post("/v1/completions", complete)
     app.router.add_post("/v1/chat/completions", complete)
     print(f"scripted server on port {opts.port}", flush=True)
-    web.run_app(app, host="127.0.0.1", port=opts.port, print=None, access_log=None)
+    # a stream held open (an endless one, a first token minutes away) does not hold up a TERM
+    # past the launcher's grace: every such run would wait it out
+    web.run_app(app, host="127.0.0.1", port=opts.port, print=None, access_log=None,
+                shutdown_timeout=0.2)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -92,6 +92,7 @@ def plot_ttft(rounds: list[dict], labels: dict[str, str], path: Path) -> Path:
 
     fig = Figure(figsize=(9, 4.2), layout="constrained")
     ax = fig.subplots()
+    drawn = 0
     for arm in arms_present(rounds):
         ttft = np.array(
             [
@@ -106,6 +107,7 @@ def plot_ttft(rounds: list[dict], labels: dict[str, str], path: Path) -> Path:
         if ttft.size == 0:
             continue
         p50, p95 = np.percentile(ttft, [50, 95])
+        drawn += 1
         ax.ecdf(
             ttft,
             color=ARM_COLORS[arm],
@@ -125,6 +127,10 @@ def plot_ttft(rounds: list[dict], labels: dict[str, str], path: Path) -> Path:
     ax.set_ylabel("fraction of requests")
     ax.set_title("Time to first token, all requests of all runs per arm", loc="left", fontsize=11)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right", fontsize=9)
+    if drawn:
+        ax.legend(loc="lower right", fontsize=9)
+    else:
+        ax.text(0.5, 0.5, "no request of any run got a first token", ha="center",
+                transform=ax.transAxes)  # fmt: skip
     fig.savefig(path, dpi=110)
     return path

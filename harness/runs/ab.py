@@ -58,12 +58,14 @@ class ABRunner:
 
     def run(self) -> dict:
         """Rounds up to the first look, then on to the next look while `more_rounds` says a
-        metric is undecided (docs/statistics.md, "Sequential stopping"); a workload mismatch
-        stops after the round that shows it (the first). Each round records its wall time."""
+        metric is undecided (docs/statistics.md, "Sequential stopping"); a workload mismatch or
+        an invalid run stops after the round that shows it (the verdict is INVALID whatever
+        follows). Each round records its wall time."""
         names = [n for n in ("base", "head", "null") if n in self.plans]
         self.rounds, crash, target, mismatch = [], None, self.rounds_wanted, None
         rounds = self.rounds
-        while len(rounds) < target and crash is None and mismatch is None:
+        invalid = None
+        while len(rounds) < target and crash is None and mismatch is None and invalid is None:
             i, started = len(rounds), time.monotonic()
             record = {"round": i + 1, "order": order(i, names), "null": None}
             record |= dict.fromkeys(names)  # each filled in as its run completes
@@ -82,8 +84,8 @@ class ABRunner:
                     if isinstance(arm_start, Started):
                         arm_start.launcher.stop()
             record["wall_s"] = round(time.monotonic() - started, 3)
-            mismatch = workload_mismatch(rounds)
-            decided = len(rounds) < target or crash is not None or mismatch is not None
+            mismatch, invalid = workload_mismatch(rounds), invalid_round(record, names)
+            decided = len(rounds) < target or crash or mismatch or invalid
             if not decided and self.more_rounds(self._compare(rounds, None)):
                 target = self.schedule.next_look(target) or target
         return self.outcome(crash, mismatch)
@@ -197,6 +199,11 @@ def _outcome(future: Future) -> Started | LaunchError:
         return e
     except Exception as e:  # e.g. an unwritable log folder: still this arm's start failing
         return LaunchError(f"cannot start server: {type(e).__name__}: {e}")
+
+
+def invalid_round(record: dict, names: list[str]) -> list[str] | None:
+    """The arms whose run in this round is invalid; None when each one is valid."""
+    return [n for n in names if record.get(n) and not record[n].get("valid", False)] or None
 
 
 def workload_mismatch(rounds: list[dict]) -> str | None:
