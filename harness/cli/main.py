@@ -4,6 +4,7 @@ Exit codes: 0 ok, 2 invalid run, infrastructure failure or server crash (and bad
 from __future__ import annotations
 
 import contextlib
+import gc as collector
 import json
 import os
 import sys
@@ -66,6 +67,8 @@ class GuardedGroup(click.Group):
             raise InputError(
                 f"internal error: {type(exc).__name__}: {exc} (a bug: please report it)"
             ) from None
+        finally:  # the interpreter's teardown need not walk pandas' and matplotlib's objects
+            collector.freeze()
 
 
 @click.group(cls=GuardedGroup, context_settings={"help_option_names": ["-h", "--help"]})
