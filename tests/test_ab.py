@@ -39,8 +39,6 @@ def test_a_a_on_smoke_passes_and_writes_a_dated_report(tmp_path):
         "HEAD",
         "--suite",
         "smoke",
-        "--max-rounds",
-        "5",
         "--out-dir",
         str(out),
         cwd=REPO,
