@@ -188,6 +188,7 @@ def test_a_simulated_sweep_gates_each_level(tmp_path):
     (report,) = (tmp_path / "out").glob("*sweep*.md")
     text = report.read_text()
     assert "**Simulated**" in text and "`unit` (made up for the tests" in text
+    assert "beyond tolerance in the simulation)" in text.splitlines()[0]  # no error rate claimed
     assert "| c1 | tok_s |" in text and "exact (simulated)" in text
     again = cli(*args, "--rounds", "2", cwd=REPO)
     assert again.returncode == 2 and "--rounds does not apply to --sim" in again.stderr
@@ -223,9 +224,13 @@ def test_a_scheduler_change_in_a_commit_changes_the_simulated_verdict(tmp_path):
     assert same.returncode == 0 and "verdict: PASS" in same.stdout, same.stdout + same.stderr
     changed = sim_ab(repo.path, tmp_path, "--sim", str(costs), "--base", base, "--head", head)
     assert changed.returncode == 1, changed.stdout + changed.stderr
-    assert "verdict: REGRESSION" in changed.stdout
+    assert (
+        "verdict: REGRESSION (exit 1: a gated metric is worse beyond tolerance in the "
+        "simulation)" in changed.stdout
+    )
     (report,) = (tmp_path / "out").glob(f"*{head[:8]}*.md")
     assert "**Simulated**" in report.read_text()
+    assert "false-regression rate" not in report.read_text().splitlines()[0]
     rounds = sim_ab(repo.path, tmp_path, "--sim", str(costs), "--rounds", "3")
     assert rounds.returncode == 2 and "--rounds does not apply to --sim" in rounds.stderr
 

@@ -27,6 +27,13 @@ EXIT_MEANING = {
 ARMS = ("base", "head", "null")
 
 
+def exit_meaning(code: int, simulated: bool = False) -> str:
+    """What the exit code says; a simulation is deterministic, so it has no error rate."""
+    if code == 1 and simulated:
+        return "a gated metric is worse beyond tolerance in the simulation"
+    return EXIT_MEANING[code]
+
+
 class ComparisonError(ValueError):
     """Raised for inputs that must never be compared (different workloads, bad tolerances)."""
 

@@ -16,7 +16,7 @@ from harness.report.summary import reproduce, sweep_shas
 from harness.report.tables import centre, fmt_interval, fmt_ratio, fmt_value, machine_lines
 from harness.runs.plan import ArmPlan
 from harness.sim.run import described
-from harness.stats.compare import EXIT_MEANING
+from harness.stats.compare import exit_meaning
 from harness.sweep.plots import plot_latency_throughput, plot_throughput, plot_ttft
 from harness.sweep.sweep import Sweep
 
@@ -91,7 +91,8 @@ def report_stem(result: dict) -> str:
 def headline(result: dict) -> str:
     j = result["judgement"]
     code = j["exit_code"]
-    meaning = EXIT_MEANING[code] if "base" in result["arms"] else EXIT_MEANING_ONE[code]
+    simulated = bool(result.get("simulated"))
+    meaning = exit_meaning(code, simulated) if "base" in result["arms"] else EXIT_MEANING_ONE[code]
     line = f"# {j['verdict']}: exit {code} ({meaning})"
     if j.get("first_regression"):
         worse = ", ".join(j["first_regression_metrics"])
