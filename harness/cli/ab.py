@@ -41,7 +41,7 @@ from harness.runs.plan import default_refs, label_arms, plan_arm, unsampled_memo
 from harness.sim.gate import compare_simulated
 from harness.sim.run import described, sim_run
 from harness.sim.workload import SimError
-from harness.stats.compare import ComparisonError, exit_meaning
+from harness.stats.compare import ComparisonError, exit_meaning, is_simulated
 from harness.stats.verdict import clear_pass
 from harness.workload.suite import SuiteError, load_suite, override
 
@@ -119,9 +119,9 @@ def print_verdict(console: Console, ab: dict) -> None:
             markup=False,
             highlight=False,
         )
-    code, simulated = comp["exit_code"], any(m["method"] == "simulated" for m in comp["metrics"])
+    code = comp["exit_code"]
     console.print(  # one line whatever the terminal's width: scripts grep it
-        f"verdict: {comp['verdict']} (exit {code}: {exit_meaning(code, simulated)})",
+        f"verdict: {comp['verdict']} (exit {code}: {exit_meaning(code, is_simulated(comp))})",
         highlight=False,
         soft_wrap=True,
     )

@@ -9,7 +9,7 @@ import shlex
 from pathlib import Path
 
 from harness.report.tables import metric_rows, moved_rows
-from harness.stats.compare import exit_meaning
+from harness.stats.compare import exit_meaning, is_simulated
 
 MARK = {"REGRESSION": "❌", "INVALID": "⛔", "INCONCLUSIVE": "⚠️"} | dict.fromkeys(
     ("PASS", "IMPROVEMENT", "VALID", "NAMED"), "✅"
@@ -32,8 +32,7 @@ def _why(comparison: dict) -> str:
         return f"{names} undecided after {comparison['rounds']} rounds (not a pass: add rounds)"
     if bad and comparison["verdict"] != "PASS":
         return ", ".join(f"{m['name']} {(m['ratio'] - 1) * 100:+.1f}%" for m in bad)
-    simulated = any(m.get("method") == "simulated" for m in comparison["metrics"])
-    return exit_meaning(comparison["exit_code"], simulated)
+    return exit_meaning(comparison["exit_code"], is_simulated(comparison))
 
 
 def metric_table(comparison: dict) -> str:

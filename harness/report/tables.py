@@ -8,7 +8,7 @@ import math
 from statistics import median
 
 from harness.runs.machine import machine_identity
-from harness.stats.compare import compare_metric, exit_meaning
+from harness.stats.compare import compare_metric, exit_meaning, is_simulated
 from harness.stats.verdict import clear_change
 
 KEY_METRICS = ("ttft_p50_ms", "ttft_p95_ms", "e2e_p50_ms", "tok_s", "peak_rss_bytes", "errors",
@@ -58,8 +58,8 @@ def fmt_mde(m: dict) -> str:
 def verdict_line(comparison: dict) -> str:
     """The report's first line: overall verdict, exit code and what it means, and which metrics."""
     code = comparison["exit_code"]
-    simulated = any(m["method"] == "simulated" for m in comparison["metrics"])
-    line = f"# {comparison['verdict']}: exit {code} ({exit_meaning(code, simulated)})"
+    meaning = exit_meaning(code, is_simulated(comparison))
+    line = f"# {comparison['verdict']}: exit {code} ({meaning})"
     by_verdict: dict[str, list[str]] = {}
     for m in comparison["metrics"]:
         by_verdict.setdefault(m["verdict"], []).append(f"{m['name']} {fmt_ratio(m['ratio'])}x")

@@ -27,6 +27,10 @@ EXIT_MEANING = {
 ARMS = ("base", "head", "null")
 
 
+def is_simulated(comparison: dict) -> bool:
+    return any(m.get("method") == "simulated" for m in comparison["metrics"])
+
+
 def exit_meaning(code: int, simulated: bool = False) -> str:
     """What the exit code says; a simulation is deterministic, so it has no error rate."""
     if code == 1 and simulated:
