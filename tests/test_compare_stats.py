@@ -119,6 +119,27 @@ def test_an_improvement_needs_the_same_evidence_as_a_regression():
     assert ratio_verdict(1.4, 1.05, 2.0, 0.10, True, evidence=(1.01, 2.5)) == Verdict.REGRESSION
 
 
+def test_a_clear_improvement_adds_rounds_until_the_look_can_show_it():
+    # TTFT halved, rounds spread 10%: at the first look (3 rounds) the 95% CI is far below 1
+    # but the look's bound is not, so it is a PASS that asks for more rounds; at 5 it shows
+    from harness.stats.sequential import Schedule
+
+    schedule = Schedule.plan(3, 9)
+    spread = np.exp(np.array([-0.1, 0.1, 0.0, 0.08, -0.08]))
+
+    def look(r: int) -> Comparison:
+        arms = {"base": np.full(r, 100.0), "head": 50 * spread[:r]}
+        return compare_rounds(make_rounds(arms, "ttft_p50_ms"), TOL, schedule=schedule)
+
+    first, second = look(3), look(5)
+    assert first.metrics[0].verdict == Verdict.PASS and needs_more_rounds(first)
+    assert second.metrics[0].verdict == Verdict.IMPROVEMENT and not needs_more_rounds(second)
+    # a PASS near 1 is decided at once, as before
+    arms = {"base": np.full(3, 100.0), "head": 100 * spread[:3] ** 0.1}
+    assert not needs_more_rounds(compare_rounds(make_rounds(arms, "ttft_p50_ms"), TOL,
+                                                schedule=schedule))  # fmt: skip
+
+
 def test_t_interval_and_mde_on_hand_computed_rounds():
     d = np.array([0.1, 0.2, 0.3])  # mean 0.2, sd 0.1
     m = compare_metric("ttft_p50_ms", [1.0] * 3, list(np.exp(d)), 0.10)

@@ -11,6 +11,7 @@ from harness.stats.interval import detectable_shift, ratio_interval, t_bounds
 from harness.stats.sequential import Schedule
 from harness.stats.verdict import (
     Verdict,
+    improvement_pending,
     is_memory_peak,
     lower_is_better,
     peak_verdict,
@@ -289,12 +290,19 @@ def compare_rounds(
 
 
 def needs_more_rounds(result: Comparison) -> bool:
-    """True when a gated metric is INCONCLUSIVE and more rounds could settle it. An INVALID or
-    REGRESSION comparison is decided: it stops at once (every look spends its own alpha, so
-    stopping early keeps the gate's false-regression rate)."""
+    """True when a gated metric is INCONCLUSIVE, or a PASS whose IMPROVEMENT is pending, and
+    more rounds could settle it. An INVALID or REGRESSION comparison is decided: it stops at
+    once (every look spends its own alpha, so stopping early keeps the gate's false-regression
+    rate)."""
     if result.verdict in (INVALID, Verdict.REGRESSION):
         return False
-    return any(m.verdict == Verdict.INCONCLUSIVE for m in result.metrics)
+    return any(m.verdict == Verdict.INCONCLUSIVE or _pending(m) for m in result.metrics)
+
+
+def _pending(m: MetricResult) -> bool:
+    if m.verdict != Verdict.PASS or m.method not in ("t", "bootstrap") or m.ci_low is None:
+        return False
+    return improvement_pending(m.ratio, m.ci_low, m.ci_high, m.tolerance, m.lower_is_better)
 
 
 def next_look(result: Comparison, schedule: Schedule) -> int | None:
