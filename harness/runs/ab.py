@@ -64,8 +64,8 @@ class ABRunner:
         names = [n for n in ("base", "head", "null") if n in self.plans]
         self.rounds, crash, target, mismatch = [], None, self.rounds_wanted, None
         rounds = self.rounds
-        invalid = None
-        while len(rounds) < target and crash is None and mismatch is None and invalid is None:
+        invalid = False
+        while len(rounds) < target and crash is None and mismatch is None and not invalid:
             i, started = len(rounds), time.monotonic()
             record = {"round": i + 1, "order": order(i, names), "null": None}
             record |= dict.fromkeys(names)  # each filled in as its run completes
@@ -84,7 +84,7 @@ class ABRunner:
                     if isinstance(arm_start, Started):
                         arm_start.launcher.stop()
             record["wall_s"] = round(time.monotonic() - started, 3)
-            mismatch, invalid = workload_mismatch(rounds), invalid_round(record, names)
+            mismatch, invalid = workload_mismatch(rounds), has_invalid_run(record, names)
             decided = len(rounds) < target or crash or mismatch or invalid
             if not decided and self.more_rounds(self._compare(rounds, None)):
                 target = self.schedule.next_look(target) or target
@@ -201,9 +201,8 @@ def _outcome(future: Future) -> Started | LaunchError:
         return LaunchError(f"cannot start server: {type(e).__name__}: {e}")
 
 
-def invalid_round(record: dict, names: list[str]) -> list[str] | None:
-    """The arms whose run in this round is invalid; None when each one is valid."""
-    return [n for n in names if record.get(n) and not record[n].get("valid", False)] or None
+def has_invalid_run(record: dict, names: list[str]) -> bool:
+    return any(record.get(n) and not record[n].get("valid", False) for n in names)
 
 
 def workload_mismatch(rounds: list[dict]) -> str | None:

@@ -11,7 +11,6 @@ from harness.stats.interval import detectable_shift, ratio_interval, t_bounds
 from harness.stats.sequential import Schedule
 from harness.stats.verdict import (
     Verdict,
-    improvement_pending,
     is_memory_peak,
     lower_is_better,
     peak_verdict,
@@ -300,9 +299,12 @@ def needs_more_rounds(result: Comparison) -> bool:
 
 
 def _pending(m: MetricResult) -> bool:
+    """A PASS that the 95% CI alone would call an IMPROVEMENT: the look's stricter bound is
+    what is missing, and more rounds can bring it (the mirror of an INCONCLUSIVE)."""
     if m.verdict != Verdict.PASS or m.method not in ("t", "bootstrap") or m.ci_low is None:
         return False
-    return improvement_pending(m.ratio, m.ci_low, m.ci_high, m.tolerance, m.lower_is_better)
+    by_ci = ratio_verdict(m.ratio, m.ci_low, m.ci_high, m.tolerance, m.lower_is_better)
+    return by_ci == Verdict.IMPROVEMENT
 
 
 def next_look(result: Comparison, schedule: Schedule) -> int | None:

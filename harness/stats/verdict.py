@@ -68,17 +68,6 @@ def ratio_verdict(
     return Verdict.INCONCLUSIVE
 
 
-def improvement_pending(
-    ratio: float, ci_low: float, ci_high: float, tol: float, lower_better: bool
-) -> bool:
-    """A PASS better than the tolerance's good limit whose 95% CI already excludes 1: the
-    look's stricter bound is what is missing, and more rounds can bring it (the mirror of an
-    INCONCLUSIVE that may be a regression)."""
-    if lower_better:
-        return ci_high < 1 and ratio < 1 - tol
-    return ci_low > 1 and ratio > 1 + tol
-
-
 def peak_verdict(base: list[float], head: list[float], tol: float, slack_bytes: float) -> Verdict:
     """Min/max rule for near-deterministic memory peaks (lower is better)."""
     if min(head) > max(base) * (1 + tol) + slack_bytes:

@@ -48,6 +48,13 @@ def _sources() -> bytes:
     return b"".join(src.read_bytes() for src in SOURCES + HEADERS)
 
 
+def _digest(env: list[str]) -> str:
+    """sha256 of the sources, the flags, the CPU and `env` (what else the build depends on)."""
+    h = hashlib.sha256(_sources())
+    h.update("\0".join([*FLAGS, platform.machine(), *sorted(cpu_flags()), *env]).encode())
+    return h.hexdigest()
+
+
 def _build_name() -> str:
     """A name per source, flags, CPU, torch, Python and environment: -march=native code must
     not load on another CPU, nor a build against one torch into another; and each virtual
@@ -55,11 +62,8 @@ def _build_name() -> str:
     sharing one rebuilt each other's kernels and waited on each other's lock)."""
     import torch
 
-    h = hashlib.sha256(_sources())
     env = [torch.__version__, str(Path(torch.__file__).parent), sys.version, sys.prefix]
-    key = [*FLAGS, platform.machine(), *sorted(cpu_flags()), *env]
-    h.update("\0".join(key).encode())
-    return f"servegate_cpu_kernels_{h.hexdigest()[:12]}"
+    return f"servegate_cpu_kernels_{_digest(env)[:12]}"
 
 
 def _shared_dir() -> Path:
@@ -70,11 +74,8 @@ def _shared_dir() -> Path:
     minute of compiling."""
     import torch
 
-    h = hashlib.sha256(_sources())
-    key = [*FLAGS, platform.machine(), *sorted(cpu_flags()), torch.__version__,
-           torch.version.git_version, sys.version]  # fmt: skip
-    h.update("\0".join(key).encode())
-    return _extensions_root() / "servegate_cpu_kernels_shared" / h.hexdigest()[:16]
+    build = [torch.__version__, torch.version.git_version, sys.version]
+    return _extensions_root() / "servegate_cpu_kernels_shared" / _digest(build)[:16]
 
 
 def _extensions_root() -> Path:
