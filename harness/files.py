@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -42,13 +43,28 @@ def _umask() -> int:
     return mask
 
 
-def read_capped(path: Path, limit: int, what: str, error: type[Exception]) -> bytes:
-    """A file's bytes (a trace, a dataset), or `error` with one line: past `limit`, or when it
-    cannot be read."""
+def read_capped(
+    path: Path, limit: int, what: str, error: type[Exception], *, within: Path | None = None
+) -> bytes:
+    """The one door for files a user names (results, traces, datasets, cost models): a regular
+    file's bytes, counted as they are read (a file's claimed size is not trusted: /proc and
+    growing files lie), or `error` with one line. No FIFO, device or socket (each would hang or
+    never end); with `within`, nothing whose real path (links followed) lies outside it."""
     path = Path(path)
     try:
-        if path.stat().st_size > limit:
-            raise error(f"{path}: over {limit // 2**20} MiB")
-        return path.read_bytes()
+        if within is not None and not path.resolve().is_relative_to(Path(within).resolve()):
+            raise error(f"{what} {path}: a link out of {within}, not read")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise error(f"{what} {path}: not a regular file")
+            data = f.read(limit + 1)
     except OSError as exc:
         raise error(f"{what} {path}: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise error(f"{what} {path}: over {_size(limit)}")
+    return data
+
+
+def _size(limit: int) -> str:
+    return f"{limit // 2**20} MiB" if limit >= 2**20 else f"{limit:,} bytes"

@@ -1,0 +1,38 @@
+"""Text the harness did not write (commit subjects, branch and suite names, anything a server
+returns) made inert where it is shown: Markdown that a pull request or a team's site renders,
+and the terminal. HTML is escaped by the templates' autoescape, not here."""
+
+from __future__ import annotations
+
+import re
+
+_MD_PUNCT = re.compile(r"([\\`*_{}\[\]<>!|~&#])")
+_MD_BLOCK_START = re.compile(r"^(\s*\d*)([-+=>.)])")  # a list item, a heading underline
+ZWSP = "\u200b"  # invisible: breaks a mention, an issue reference or an autolink apart
+_PINGS = re.compile(r"([@#])(?=\w)|(:)(?=//)|\b(www)(?=\.)", re.IGNORECASE)
+
+_ANSI = re.compile(
+    r"\x1b(?:\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves, screen clears
+    r"|\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC: titles, hyperlinks, clipboard writes
+    r"|[PX^_][^\x1b]*(?:\x1b\\)?"  # DCS, SOS, PM, APC strings
+    r"|[ -/]*[0-~]?)"  # any other escape
+)
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def markdown(text: object) -> str:
+    """`text` as literal Markdown on one line: no raw HTML, image, link, emphasis or code, no
+    live @mention, issue reference or autolink, no `|` or newline to break a table row."""
+    s = " ".join(str(text).split())
+    s = _MD_PUNCT.sub(r"\\\1", s)
+    s = _MD_BLOCK_START.sub(r"\1\\\2", s)
+    return _PINGS.sub(lambda m: (m.group(1) or m.group(2) or m.group(3)) + ZWSP, s)
+
+
+def terminal(text: object, *, multiline: bool = False) -> str:
+    """`text` safe to print: escape sequences dropped, other control characters (a carriage
+    return that rewrites the line, a bell, bidirectional overrides) shown as `\\xNN`; newlines
+    kept only where `multiline` (a log tail), else each line joined by ' / '."""
+    s = _ANSI.sub("", str(text)).replace("\r\n", "\n").replace("\t", "    ")
+    lines = [_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", line) for line in s.split("\n")]
+    return "\n".join(lines) if multiline else " / ".join(x for x in lines if x.strip())
