@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 _MD_PUNCT = re.compile(r"([\\`*{}\[\]<>!|~&#]|(?<!\w)_|_(?!\w))")  # `_` inside a word is inert
-_MD_BLOCK_START = re.compile(r"^(\s*\d*)([-+=>.)])")  # a list item, a heading underline
+_MD_BLOCK_START = re.compile(r"^(\s*)([-+=>])|^(\s*\d+)([.)])")  # a list item, an underline
 ZWSP = "\u200b"  # invisible: breaks a mention, an issue reference or an autolink apart
 _PINGS = re.compile(r"([@#])(?=\w)|(:)(?=//)|\b(www)(?=\.)", re.IGNORECASE)
 
@@ -25,7 +25,7 @@ def markdown(text: object) -> str:
     live @mention, issue reference or autolink, no `|` or newline to break a table row."""
     s = " ".join(_visible(str(text)).split())
     s = _MD_PUNCT.sub(r"\\\1", s)
-    s = _MD_BLOCK_START.sub(r"\1\\\2", s)
+    s = _MD_BLOCK_START.sub(lambda m: "\\".join(x for x in m.groups() if x is not None), s)
     return _PINGS.sub(lambda m: (m.group(1) or m.group(2) or m.group(3)) + ZWSP, s)
 
 
