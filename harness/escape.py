@@ -7,9 +7,13 @@ from __future__ import annotations
 import re
 
 _MD_PUNCT = re.compile(r"([\\`*{}\[\]<>!|~&#]|(?<!\w)_|_(?!\w))")  # `_` inside a word is inert
-_MD_BLOCK_START = re.compile(r"^(\s*)([-+=>])|^(\s*\d+)([.)])")  # a list item, an underline
+# what would start a list item, or make a heading of the line above (`>` and `#` are escaped)
+_MD_BLOCK_START = re.compile(r"^(\s*)([-+=])(?=\s|$|[-=\s]*$)|^(\s*\d+)([.)])(?=\s|$)")
 ZWSP = "\u200b"  # invisible: breaks a mention, an issue reference or an autolink apart
-_PINGS = re.compile(r"([@#])(?=\w)|(:)(?=//)|\b(www)(?=\.)", re.IGNORECASE)
+# a mention starts a word (`main@1a2b`, a ref's label, is none); an e-mail autolink has a dot
+_PINGS = re.compile(
+    r"((?<!\w)@(?=\w)|@(?=[\w-]+\.\w)|#(?=\w))|(:)(?=//)|\b(www)(?=\.)", re.IGNORECASE
+)
 
 _ANSI = re.compile(
     r"\x1b(?:\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves, screen clears

@@ -192,10 +192,13 @@ def test_markdown_escaping_leaves_nothing_live():
     assert "<b>" not in html and "<img" not in html and "<a " not in html
     assert "@\u200bbob" in s and "|" not in s.replace("\\|", "") and "\n" not in s
     assert escape.markdown("snake_case_name") == "snake_case_name"  # inert inside a word
+    assert escape.markdown("main@1a2b3c4d") == "main@1a2b3c4d"  # a ref's label: no mention
+    assert escape.markdown("x@example.com") == "x@\u200bexample.com"  # no e-mail autolink
     assert escape.markdown("_emph_") == "\\_emph\\_"
     assert escape.markdown("\x1b[31mred\x1b[0m \x07") == "red \\\\x07"
     assert escape.markdown("2026-12-02 - 1. x") == "2026-12-02 - 1. x"
     assert escape.markdown("- x") == "\\- x" and escape.markdown("1. x") == "1\\. x"
+    assert escape.markdown("---") == "\\---" and escape.markdown("8.0 GiB") == "8.0 GiB"
 
 
 def test_a_code_span_and_a_fence_cannot_be_closed_from_inside():

@@ -64,6 +64,10 @@ def to_plain(ab_result: dict) -> dict:
     return json.loads(json.dumps(ab_result, default=_plain))
 
 
+def _said(value: object) -> object:
+    return "n/a" if value is None else value  # as `finalize` says a bare None
+
+
 def _html(name: str | None) -> bool:
     return name is not None and name.endswith((".html", ".html.j2"))
 
@@ -82,10 +86,10 @@ def template_env() -> Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters["md"] = env.filters["cell"] = escape.markdown
-    env.filters["code"] = escape.code_span
-    env.filters["tcode"] = lambda value: escape.code_span(value, table=True)
-    env.filters["fence"] = escape.fence
+    env.filters["md"] = env.filters["cell"] = lambda value: escape.markdown(_said(value))
+    env.filters["code"] = lambda value: escape.code_span(_said(value))
+    env.filters["tcode"] = lambda value: escape.code_span(_said(value), table=True)
+    env.filters["fence"] = lambda value, info="": escape.fence(_said(value), info)
     return env
 
 
