@@ -19,6 +19,8 @@ from hostile_repo import RICH, SENTINEL, build_hostile
 from markdown_it import MarkdownIt
 
 from harness import escape
+from harness.report.merge import Row, Shard, merged_markdown
+from harness.report.summary import headline
 
 CHROMIUM = shutil.which("chromium")
 CSP_META = '<meta http-equiv="Content-Security-Policy" content="default-src &#39;none&#39;'
@@ -219,3 +221,21 @@ def test_terminal_escaping_drops_sequences_and_shows_controls():
     assert s == "red\\x0dover / next"
     assert escape.terminal("a\nb", multiline=True) == "a\nb"
     assert escape.terminal("\u202eevil") == "\\x202eevil"
+
+
+def test_a_newline_or_a_bar_in_a_name_adds_no_row_to_the_merged_table():
+    evil = "s\n| forged | row | x | x | x | PASS | x |\n<img src=x onerror=alert(1)> @bob"
+    rows = tuple(
+        Row(evil, "m|x", name, "+1.0%", "[0%, 2%]", "PASS", "x\n.json")
+        for name in ("ttft_p50_ms", "ttft_p95_ms")
+    )
+    text = merged_markdown([Shard(Path("a.json"), "ab", "PASS", 0, rows)])
+    assert check_markdown(text, 1) == [2], text  # one row per metric, the forged one none
+    assert all(line.count(" | ") == 6 for line in text.splitlines() if line.startswith("| s"))
+
+
+def test_a_summary_escapes_what_names_and_messages_carry():
+    said = headline("ab", "INVALID", 2, "s, main@1a2b vs x|<b>@bob", "first: ![i](http://h/i.png)")
+    assert said.count("\n") == 0 and "main@1a2b" in said and "@\u200bbob" in said
+    html = MarkdownIt("commonmark", {"html": True}).render(said)
+    assert "<img" not in html and "<b>" not in html
