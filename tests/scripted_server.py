@@ -48,6 +48,9 @@ def args_parser() -> argparse.ArgumentParser:
     p.add_argument("--device-peak", type=int, default=None, help="/v1/memory device peak")
     p.add_argument("--timing-log", default=None, help="JSON lines: id, arrived, first_token")
     p.add_argument("--fail-every", type=int, default=0, help="HTTP 500 on every Nth request")
+    p.add_argument("--error-message", default="scripted failure", help="... with this message")
+    p.add_argument("--served-model", default=None, help="report this model name, not --model")
+    p.add_argument("--banner", default="", help="print this (any text) to the log at start")
     p.add_argument("--finish", default="length", help="finish_reason of the last chunk")
     p.add_argument("--raw-event", default=None, help="send `data: RAW` after the first chunk")
     p.add_argument("--bare-health", action="store_true", help="/health says only status: ok")
@@ -107,11 +110,13 @@ class Scripted:
         if self.o.bare_health:  # like vLLM and llama.cpp: no model, commit or config
             return web.json_response({"status": "ok"})
         cfg = {"ttft_ms": self.o.ttft_ms, "itl_ms": self.o.itl_ms}
-        return web.json_response({"status": "ok", "model": self.o.model, "commit": "scripted",
+        model = self.o.served_model or self.o.model
+        return web.json_response({"status": "ok", "model": model, "commit": "scripted",
                                   "config": cfg})  # fmt: skip
 
     async def models(self, request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{"id": self.o.model}]})
+        model = self.o.served_model or self.o.model
+        return web.json_response({"object": "list", "data": [{"id": model}]})
 
     async def tokenize(self, request: web.Request) -> web.Response:
         body = await request.json()
@@ -161,7 +166,7 @@ class Scripted:
         n = self.requests
         rid = f"cmpl-{n}"
         if self.o.fail_every and n % self.o.fail_every == 0:
-            err = {"error": {"message": "scripted failure", "type": "server_error"}}
+            err = {"error": {"message": self.o.error_message, "type": "server_error"}}
             return web.json_response(err, status=500)
         chat = request.path.endswith("/chat/completions")
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -278,6 +283,8 @@ def main() -> None:
     complete = limited(s.complete, opts.max_streams) if opts.max_streams else s.complete
     app.router.add_post("/v1/completions", complete)
     app.router.add_post("/v1/chat/completions", complete)
+    if opts.banner:
+        print(opts.banner, flush=True)
     print(f"scripted server on port {opts.port}", flush=True)
     # a stream held open (an endless one, a first token minutes away) does not hold up a TERM
     # past the launcher's grace: every such run would wait it out

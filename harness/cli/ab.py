@@ -12,6 +12,7 @@ from typing import NoReturn
 import click
 from click.core import ParameterSource
 from rich.console import Console
+from rich.markup import escape as markup_escape
 from rich.table import Table
 
 from harness.arms.arms import ArmError
@@ -32,6 +33,7 @@ from harness.cli.options import (
     workload_options,
 )
 from harness.cli.outputs import OutputError, writable_dir, writable_file
+from harness.escape import terminal
 from harness.report.display import LiveProgress
 from harness.report.report import to_plain, write_report
 from harness.report.saved import compare_saved, load_result
@@ -48,6 +50,12 @@ from harness.workload.suite import SuiteError, load_suite, override
 EXIT_INVALID = 2
 
 
+def shown(text: object) -> str:
+    """Text from elsewhere (a name, a server's message) as a rich table shows it: one line with
+    no control character, its `[...]` printed rather than read as markup."""
+    return markup_escape(terminal(text))
+
+
 class InputError(click.ClickException):
     """Bad input: printed as one `Error: ...` line, exit code 2."""
 
@@ -60,13 +68,15 @@ class InputError(click.ClickException):
 def input_error(exc: Exception) -> InputError:
     """The one-line error for bad input; a failed build shows its log's tail above it."""
     if tail := getattr(exc, "log_tail", ""):
-        click.echo("\n".join(f"build log: {line}" for line in tail.splitlines()[-10:]), err=True)
+        lines = terminal(tail, multiline=True).splitlines()[-10:]
+        click.echo("\n".join(f"build log: {line}" for line in lines), err=True)
     return InputError(str(exc))
 
 
 def one_line(message: object) -> str:
-    """Any message as one line (stderr's contract: one line per failure)."""
-    return " ".join(str(message).split()) or "no message"
+    """Any message as one line (stderr's contract: one line per failure), with no escape
+    sequence or control character of whatever it quotes (a server's error, a path)."""
+    return " ".join(terminal(message).split()) or "no message"
 
 
 def _median(xs: list) -> float | None:
@@ -88,34 +98,40 @@ def _interval(m: dict, named: bool = False) -> str:
 
 def print_verdict(console: Console, ab: dict) -> None:
     comp = ab["comparison"]
-    table = Table(title=f"{ab['suite']}: {ab['base']['label']} vs {ab['head']['label']}")
+    said = f"{ab['suite']}: {ab['base']['label']} vs {ab['head']['label']}"
+    table = Table(title=shown(said))
     for col in ("metric", "base", "head", "ratio", "95% CI", "tol", "verdict"):
         table.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
     for m in comp["metrics"]:
         ci = _interval(m)
         table.add_row(
-            m["name"],
+            shown(m["name"]),
             fmt(_median(m["base"])),
             fmt(_median(m["head"])),
             fmt(m["ratio"]),
             ci,
             f"{m['tolerance']:.0%}",
-            str(m["verdict"]),
+            shown(m["verdict"]),
         )
     console.print(table)
     for m in comp["metrics"]:
         if str(m["verdict"]) in ("REGRESSION", "IMPROVEMENT", "INCONCLUSIVE"):
             console.print(
-                f"{m['verdict']}: {m['name']} {fmt(m['ratio'])}x head/base, {_interval(m, True)}",
+                terminal(
+                    f"{m['verdict']}: {m['name']} {fmt(m['ratio'])}x head/base, "
+                    f"{_interval(m, True)}"
+                ),
                 highlight=False,
+                markup=False,
             )
         elif line := clear_pass(m):
             console.print(line, highlight=False)
     for line in comp.get("invalid", []) + comp.get("warnings", []):
-        console.print(f"- {line}", highlight=False, markup=False)
+        console.print(f"- {terminal(line)}", highlight=False, markup=False)
     if ab.get("crash"):
         console.print(
-            f"crash: {ab['crash']['message']}\n{ab['crash'].get('log_tail', '')}",
+            f"crash: {terminal(ab['crash']['message'])}\n"
+            + terminal(ab["crash"].get("log_tail", ""), multiline=True),
             markup=False,
             highlight=False,
         )
@@ -309,7 +325,7 @@ def ab(
             try:
                 report = write_report(ab_result(suite, plans, outcome, command), out_dir)
             except Exception as exc:  # noqa: BLE001 - each run is kept beside its log anyway
-                console.print(f"error: report not written: {exc}", markup=False)
+                console.print(f"error: report not written: {one_line(exc)}", markup=False)
             else:
                 console.print(f"the runs so far: {report.with_suffix('.json')}", highlight=False)
         sys.exit(signals.exit_code())
@@ -327,7 +343,8 @@ def simulated_ab(suite, plans, costs: str, null_arm: bool, out_dir, summary_file
     try:
         runs = {}
         for name in ("base", "head"):
-            console.print(f"simulating {name} ({plans[name].desc['label']})", highlight=False)
+            said = terminal(f"simulating {name} ({plans[name].desc['label']})")
+            console.print(said, highlight=False, markup=False)
             runs[name] = sim_run(suite, plans[name].arm, costs)
         comparison = compare_simulated(runs["base"], runs["head"], suite.gate)
     except (SimError, ComparisonError) as e:

@@ -19,7 +19,7 @@ from harness.bisect.history import commit_info, first_parent_commits
 from harness.bisect.report import headline, step_row, summary, write_bisect_report
 from harness.bisect.run import Bisector, Step
 from harness.cli import signals
-from harness.cli.ab import EXIT_INVALID, InputError, input_error, one_line, write_summary
+from harness.cli.ab import EXIT_INVALID, InputError, input_error, one_line, shown, write_summary
 from harness.cli.options import (
     api_key_option,
     check_rounds,
@@ -28,6 +28,7 @@ from harness.cli.options import (
     report_options,
 )
 from harness.cli.outputs import OutputError, writable_file
+from harness.escape import terminal
 from harness.report.display import LiveProgress
 from harness.report.summary import bisect_summary
 from harness.runs.plan import Context
@@ -42,8 +43,8 @@ def print_path(console: Console, data: dict) -> None:
         table.add_row(
             str(i),
             s["role"],
-            s["head"]["short"],
-            s["head"]["subject"][:40],
+            shown(s["head"]["short"]),
+            shown(s["head"]["subject"][:40]),
             s["ratio"],
             s["ci"],
             s["verdict"],
@@ -52,7 +53,8 @@ def print_path(console: Console, data: dict) -> None:
         )
     console.print(table)
     for s in data["skipped"] + data["unresolved"]:
-        console.print(f"{s['mark']}: {s['head']['short']} {s['reason']}", markup=False)
+        said = terminal(f"{s['mark']}: {s['head']['short']} {s['reason']}")
+        console.print(said, markup=False)
 
 
 @click.command()
@@ -156,9 +158,11 @@ def bisect(
         gated = ", ".join(suite.gate)
         raise InputError(f"--metric {unknown[0]} is not gated by suite {suite.name} ({gated})")
     if dry_run:  # what would be searched; nothing built or started
-        click.echo(f"good: {good.sha} {good.subject}")
+        click.echo(terminal(f"good: {good.sha} {good.subject}"))
         for c in commits:
-            click.echo(f"{'bad' if c is commits[-1] else 'candidate'}: {c.sha} {c.subject}")
+            click.echo(
+                terminal(f"{'bad' if c is commits[-1] else 'candidate'}: {c.sha} {c.subject}")
+            )
         return
     command = harness_command()
 
@@ -166,8 +170,10 @@ def bisect(
         row = step_row(step, followed)
         what = f"{row['ratio']} {row['ci']} {row['verdict']}"
         console.print(
-            f"{step.role} {step.head.short} {step.head.subject[:50]}: {what} -> "
-            f"{step.mark} ({step.wall_s:.0f} s)",
+            terminal(
+                f"{step.role} {step.head.short} {step.head.subject[:50]}: {what} -> "
+                f"{step.mark} ({step.wall_s:.0f} s)"
+            ),
             markup=False,
             highlight=False,
         )
@@ -195,12 +201,12 @@ def bisect(
                 report = write_bisect_report(data, None, out_dir)
                 console.print(f"the steps so far: {report}", markup=False, highlight=False)
             except Exception as exc:  # noqa: BLE001 - each step's runs stay beside its logs
-                console.print(f"error: report not written: {exc}", markup=False)
+                console.print(f"error: report not written: {one_line(exc)}", markup=False)
         sys.exit(signals.exit_code())
     data = summary(outcome, suite.name, good, command)
     out = Console(width=140)
     print_path(out, data)
-    out.print(headline(data), markup=False, highlight=False)
+    out.print(terminal(headline(data)), markup=False, highlight=False)
     report = None
     try:
         report = write_bisect_report(data, outcome.final, out_dir)

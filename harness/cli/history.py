@@ -9,6 +9,7 @@ import click
 
 from harness.cli.ab import InputError
 from harness.cli.outputs import OutputError, writable_dir
+from harness.escape import terminal
 from harness.history.points import Series, collect, series
 from harness.history.site import publish as write_site
 from harness.report.tables import fmt_value
@@ -21,7 +22,7 @@ FOLDER = click.argument(
 def _series(folder: Path, suite: str | None, metric: str | None) -> list[Series]:
     found, skipped = collect(folder)
     for line in skipped:
-        click.echo(f"skipped: {line}", err=True)
+        click.echo(f"skipped: {terminal(line)}", err=True)
     found = [s for s in found if suite in (None, s.suite) and metric in (None, s.metric)]
     if not found:
         wanted = " ".join(f"{k} {v}" for k, v in (("suite", suite), ("metric", metric)) if v)
@@ -74,7 +75,7 @@ def history(folder, suite, metric):
     harness history history/
     """
     for s in _series(folder, suite, metric):
-        click.echo("\n".join(describe(s)))
+        click.echo("\n".join(terminal(line) for line in describe(s)))  # names from results
 
 
 @click.command()

@@ -14,13 +14,22 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape as markup_escape
 
 from harness.arms.arms import ArmError
 from harness.arms.launcher import LaunchError
 from harness.arms.project import ProjectError
 from harness.arms.worktrees import RefError
 from harness.cli import signals
-from harness.cli.ab import EXIT_INVALID, InputError, ab, compare, input_error, report
+from harness.cli.ab import (
+    EXIT_INVALID,
+    InputError,
+    ab,
+    compare,
+    input_error,
+    one_line,
+    report,
+)
 from harness.cli.bisect import bisect
 from harness.cli.export import export
 from harness.cli.gc import gc
@@ -37,6 +46,7 @@ from harness.cli.options import (
 from harness.cli.outputs import OutputError, writable_file
 from harness.cli.sim import sim
 from harness.cli.sweep import sweep
+from harness.escape import terminal
 from harness.files import write_atomic
 from harness.report.display import LiveProgress, print_run
 from harness.runs.machine import harness_version
@@ -208,9 +218,10 @@ def run(
             with LiveProgress(console, label, disabled=quiet) as progress:
                 runs.append(run_arm(suite, arm, log, progress, ready_timeout_s=ready_timeout))
     except LaunchError as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        console.print(f"[bold red]error:[/] {markup_escape(one_line(exc))}", highlight=False)
         if exc.log_tail:
-            console.print(f"server log tail:\n{exc.log_tail}", markup=False, highlight=False)
+            tail = terminal(exc.log_tail, multiline=True)
+            console.print(f"server log tail:\n{tail}", markup=False, highlight=False)
         _keep(runs, plan.desc, out, console)
         sys.exit(EXIT_INVALID)
     except KeyboardInterrupt:
@@ -246,9 +257,9 @@ def suites() -> None:
             + (f" x{p.bursts}" if p.bursts > 1 else "")
             for p in suite.phases
         )
-        click.echo(f"{name:<16} model={suite.model:<14} {phases}")
+        click.echo(terminal(f"{name:<16} model={suite.model:<14} {phases}"))
         if suite.description:
-            click.echo(f"{'':<16} {suite.description}")
+            click.echo(f"{'':<16} {terminal(suite.description)}")
 
 
 main.add_command(ab)

@@ -15,6 +15,7 @@ import click
 from harness.arms.arms import ArmError
 from harness.arms.project import find_project
 from harness.arms.worktrees import repo_root
+from harness.escape import terminal
 from harness.runs.plan import ArmPlan, Context, Side, check_sides
 from harness.workload.suite import Suite
 
@@ -204,10 +205,10 @@ def print_plan(plans: dict[str, ArmPlan]) -> None:
         what = f"serve: {d['cmd']}" if d.get("cmd") else f"running at {plan.arm.url}"
         flags = " ".join(d.get("flags") or []) or "(none)"
         env = " ".join(f"{k}={v}" for k, v in (d.get("env") or {}).items())
-        click.echo(
-            f"{name}: {d['label']}{where} | {what} | flags: {flags}"
-            + (f" | env: {env}" * bool(env))
+        line = f"{name}: {d['label']}{where} | {what} | flags: {flags}" + (
+            f" | env: {env}" * bool(env)
         )
+        click.echo(terminal(line))
 
 
 def arm_context(

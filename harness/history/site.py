@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import re
 import shutil
+import urllib.parse
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from markdown_it import MarkdownIt
+from markupsafe import Markup
 
 from harness.files import write_atomic
 from harness.history.points import Series
@@ -21,6 +23,12 @@ WIDTH, HEIGHT, PAD_L, PAD_R, PAD_T, PAD_B = 760, 240, 70, 20, 16, 28
 VERDICT_COLOR = {"REGRESSION": "#c62828", "INVALID": "#6a1b9a", "INCONCLUSIVE": "#ef6c00",
                  "IMPROVEMENT": "#2e7d32", "PASS": "#2e7d32"}  # fmt: skip
 PLAIN = "#1565c0"
+# Every page says what it may load: its own inline styles and the plots beside it, no script,
+# nothing remote. The templates escape what they show; this stops an escaping slip from running.
+CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; base-uri 'none'; "
+    "form-action 'none'"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +106,9 @@ def _page(source: Path, target: Path, back: str) -> Path:
     page = (
         template_env()
         .get_template("site-report.html.j2")
-        .render(title=report.stem, body=body, back=back)
+        # the one trusted markup on the site: markdown-it's own HTML (raw HTML off) of a report
+        # the harness wrote, whose text from elsewhere its Markdown escaped
+        .render(title=report.stem, body=Markup(body), back=back, csp=CSP)
     )
     target = target.with_suffix(".html")
     write_atomic(target, page)
@@ -115,7 +125,8 @@ def publish(all_series: list[Series], folder: Path, out: Path) -> Path:
         target = out / "results" / source
         target.parent.mkdir(parents=True, exist_ok=True)
         back = "../" * (len(Path(source).parts)) + "index.html"
-        links[source] = str(_page(Path(folder) / source, target, back).relative_to(out))
+        page = _page(Path(folder) / source, target, back).relative_to(out)
+        links[source] = urllib.parse.quote(page.as_posix())  # a file name is no URL
     charts = [chart(s, links) for s in all_series]
     page = (
         template_env()
@@ -125,6 +136,7 @@ def publish(all_series: list[Series], folder: Path, out: Path) -> Path:
             series=all_series,
             created=datetime.now(UTC).isoformat(timespec="seconds"),
             fmt_value=fmt_value,
+            csp=CSP,
         )
     )
     index = out / "index.html"

@@ -8,6 +8,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from harness import escape as shown
 from harness.load.phase import Progress as PhaseProgress
 from harness.load.record import RequestRecord
 
@@ -53,7 +54,8 @@ class LiveProgress(PhaseProgress):
         self.bar.stop()
 
     def phase_started(self, name: str, total: int) -> None:
-        self.task = self.bar.add_task(f"{self.label}{name}", total=total)
+        said = escape(shown.terminal(f"{self.label}{name}"))  # a description is rich markup
+        self.task = self.bar.add_task(said, total=total)
 
     def request_done(self, record: RequestRecord) -> None:
         if self.task is not None:
@@ -69,7 +71,7 @@ def fmt(value: object, pattern: str) -> str:
 
 
 def summary_table(runs: list[dict], title: str) -> Table:
-    table = Table(title=title, title_justify="left")
+    table = Table(title=escape(shown.terminal(title)), title_justify="left")  # names as they are
     table.add_column("metric")
     for i in range(len(runs)):
         table.add_column(f"run {i + 1}" if len(runs) > 1 else "value", justify="right")
@@ -87,7 +89,8 @@ def print_run(console: Console, runs: list[dict]) -> None:
     model = first["server"].get("served_model") or first["arm"]["model"]
     title = f"{first['suite']['name']} on {first['arm']['kind']} arm ({model})"
     console.print(summary_table(runs, title))
-    console.print(f"prompt tokens counted by: {first['prompt_tokenizer']}")
+    said = shown.terminal(f"prompt tokens counted by: {first['prompt_tokenizer']}")
+    console.print(said, markup=False, highlight=False)
     for i, run in enumerate(runs):
         tag = f"run {i + 1}: " if len(runs) > 1 else ""
         for phase, result in run["phases"].items():
@@ -95,15 +98,19 @@ def print_run(console: Console, runs: list[dict]) -> None:
                 delta = "-" if o["delta"] is None else f"{o['delta']:g}"
                 note = f" ({o['note']})" if o["note"] else ""
                 console.print(
-                    f"{tag}expect [{phase}] {o['series']} {o['rule']}: "
-                    f"{o['status'].upper()} delta={delta}{note}",
+                    shown.terminal(
+                        f"{tag}expect [{phase}] {o['series']} {o['rule']}: "
+                        f"{o['status'].upper()} delta={delta}{note}"
+                    ),
                     markup=False, highlight=False,
                 )  # fmt: skip
         for reason in run["invalid_reasons"]:
-            console.print(f"[bold red]{tag}INVALID:[/] {escape(reason)}")
+            console.print(f"[bold red]{tag}INVALID:[/] {escape(shown.terminal(reason))}")
         if run["server"].get("log_tail"):
-            console.print(f"{tag}server log tail ({run['server']['log_path']}):")
-            console.print(run["server"]["log_tail"], markup=False, highlight=False)
+            where = shown.terminal(f"{tag}server log tail ({run['server']['log_path']}):")
+            console.print(where, markup=False, highlight=False)
+            tail = shown.terminal(run["server"]["log_tail"], multiline=True)
+            console.print(tail, markup=False, highlight=False)
 
 
 def _caught(run: dict) -> str:

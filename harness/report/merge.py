@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.escape import markdown
 from harness.report.saved import read_json
 from harness.report.summary import MARK
 from harness.report.tables import fmt_change, fmt_interval
@@ -102,8 +103,8 @@ def merged_markdown(shards: list[Shard]) -> str:
     lines += ["| Suite | Machine | Metric | Change | 95% CI | Verdict | From |", "|---" * 7 + "|"]
     for s in shards:
         lines += [
-            f"| {r.suite} | {r.machine} | {r.metric} | {r.change} | {r.interval} | {r.verdict} "
-            f"| {r.source} |"
-            for r in s.rows
-        ] or [f"| ? | ? | (nothing compared) | | | {s.verdict} | {s.path.name} |"]
+            "| " + " | ".join(markdown(getattr(r, f)) for f in Row.__slots__) + " |" for r in s.rows
+        ] or [
+            f"| ? | ? | (nothing compared) | | | {markdown(s.verdict)} | {markdown(s.path.name)} |"
+        ]
     return "\n".join(lines) + "\n"

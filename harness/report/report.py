@@ -12,6 +12,7 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from harness import escape
 from harness.files import shipped_dir, write_atomic
 from harness.report import tables
 from harness.report.engagement import engagement
@@ -63,21 +64,32 @@ def to_plain(ab_result: dict) -> dict:
     return json.loads(json.dumps(ab_result, default=_plain))
 
 
-def _cell(value: object) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ")
+def _said(value: object) -> object:
+    return "n/a" if value is None else value  # as `finalize` says a bare None
+
+
+def _html(name: str | None) -> bool:
+    return name is not None and name.endswith((".html", ".html.j2"))
 
 
 def template_env() -> Environment:
-    """The report templates' environment (A/B, sweep, bisect), with the table-cell filter."""
+    """The templates' environment: HTML templates (the site) escape every value unless it is
+    marked safe; the Markdown ones (A/B, sweep, bisect reports) escape text the harness did not
+    write through their filters: `md` (or `cell`) for prose and table cells, `code` for an
+    inline code span (`tcode` inside a table), `fence` for a block of lines (a log tail)."""
     env = Environment(
         loader=FileSystemLoader(TEMPLATES),
+        autoescape=_html,
         undefined=StrictUndefined,
         finalize=lambda value: "n/a" if value is None else value,  # never a Python `None`
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters["cell"] = _cell
+    env.filters["md"] = env.filters["cell"] = lambda value: escape.markdown(_said(value))
+    env.filters["code"] = lambda value: escape.code_span(_said(value))
+    env.filters["tcode"] = lambda value: escape.code_span(_said(value), table=True)
+    env.filters["fence"] = lambda value, info="": escape.fence(_said(value), info)
     return env
 
 

@@ -8,6 +8,7 @@ import os
 import shlex
 from pathlib import Path
 
+from harness.escape import code_span, fence, markdown
 from harness.report.tables import metric_rows, moved_rows
 from harness.stats.compare import exit_meaning, is_simulated
 
@@ -18,9 +19,10 @@ TABLE_HEAD = "| Metric | Base | Head | Change | 95% CI | Tolerance | Verdict |\n
 
 
 def headline(kind: str, verdict: str, code: int, what: str, why: str = "") -> str:
-    """`### ❌ servegate ab: REGRESSION (exit 1): short-concurrency, main@1a2b vs HEAD@3c4d`."""
-    line = f"### {MARK.get(verdict, '')} servegate {kind}: {verdict} (exit {code}): {what}"
-    return line + (f": {why}" if why else "")
+    """`### ❌ servegate ab: REGRESSION (exit 1): short-concurrency, main@1a2b vs HEAD@3c4d`.
+    `what` and `why` carry names and messages from elsewhere: shown as literal Markdown."""
+    line = f"### {MARK.get(verdict, '')} servegate {kind}: {verdict} (exit {code}): "
+    return line + markdown(what) + (f": {markdown(why)}" if why else "")
 
 
 def _why(comparison: dict) -> str:
@@ -37,8 +39,8 @@ def _why(comparison: dict) -> str:
 
 def metric_table(comparison: dict) -> str:
     rows = [
-        f"| {r['name']} | {r['base']} | {r['head']} | {r['change']} | {r['ci_pct']} "
-        f"| {r['tolerance']} | {r['verdict']} |"
+        f"| {markdown(r['name'])} | {r['base']} | {r['head']} | {r['change']} | {r['ci_pct']} "
+        f"| {r['tolerance']} | {markdown(r['verdict'])} |"
         for r in metric_rows(comparison)
     ]
     return "\n".join([TABLE_HEAD, *rows]) if rows else "No metric was compared."
@@ -78,8 +80,8 @@ def ab_summary(ab: dict, report: str | None) -> str:
     lines += ["", f"{comp['rounds']} round(s); base and head: geometric means over rounds."]
     if ab.get("rounds") and (moved := moved_rows(ab)):
         said = ", ".join(f"{m['name']} {m['change']} {m['ci_pct']}" for m in moved)
-        lines.append(f"Not gated, but moved: {said}.")
-    lines += [f"- {line}" for line in comp["invalid"] + comp["warnings"]]
+        lines.append(f"Not gated, but moved: {markdown(said)}.")
+    lines += [f"- {markdown(line)}" for line in comp["invalid"] + comp["warnings"]]
     return (
         "\n".join([*lines, *_tail(reproduce(ab.get("command", ""), arm_shas(ab)), report)]) + "\n"
     )
@@ -112,8 +114,8 @@ def sweep_summary(result: dict, report: str | None) -> str:
         why = j["invalid"][0]
     lines = [headline("sweep", j["verdict"], j["exit_code"], what, why), ""]
     for level, comp in j.get("levels", {}).items():
-        lines += [f"**{level}**: {comp['verdict']}", "", metric_table(comp), ""]
-    lines += [f"- {line}" for line in j["invalid"]]
+        lines += [f"**{markdown(level)}**: {comp['verdict']}", "", metric_table(comp), ""]
+    lines += [f"- {markdown(line)}" for line in j["invalid"]]
     command = reproduce(result.get("command", ""), sweep_shas(result))
     return "\n".join([*lines, *_tail(command, report)]) + "\n"
 
@@ -128,8 +130,8 @@ def bisect_summary(data: dict, report: str | None) -> str:
     lines = [headline("bisect", verdict, code, what, why), ""]
     lines += ["| Commit | Role | Ratio | 95% CI | Verdict | Mark |", "|---|---|---|---|---|---|"]
     lines += [
-        f"| {r['head']['short']} | {r['role']} | {r['ratio']} | {r['ci']} | {r['verdict']} "
-        f"| {r['mark']} |"
+        f"| {code_span(r['head']['short'], table=True)} | {r['role']} | {r['ratio']} | {r['ci']} "
+        f"| {r['verdict']} | {r['mark']} |"
         for r in data["path"]
     ]
     command = reproduce(data.get("command", ""), bisect_shas(data))
@@ -137,8 +139,9 @@ def bisect_summary(data: dict, report: str | None) -> str:
 
 
 def _tail(command: str, report: str | None) -> list[str]:
-    out = ["", "Reproduce:", "", "```sh", command, "```", ""]
-    return out + ([f"Full report: `{report}`"] if report else ["The full report was not written."])
+    out = ["", "Reproduce:", "", fence(command, "sh"), ""]
+    written = [f"Full report: {code_span(report)}"] if report else []
+    return out + (written or ["The full report was not written."])
 
 
 def summary_targets(summary_file: Path | None) -> list[Path]:

@@ -8,8 +8,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape as markup_escape
 from rich.table import Table
 
+from harness import escape
 from harness.files import write_atomic
 from harness.report.report import slug, template_env, to_plain, unique_stem, write_result
 from harness.report.summary import reproduce, sweep_shas
@@ -218,10 +220,8 @@ def write_sweep_report(result: dict, out_dir: Path) -> Path:
 
 def print_sweep(console: Console, result: dict, report: Path | None) -> None:
     j = result["judgement"]
-    table = Table(
-        title=f"suite {result['suite']}: "
-        + " vs ".join(a["label"] for a in result["arms"].values())
-    )
+    said = f"suite {result['suite']}: " + " vs ".join(a["label"] for a in result["arms"].values())
+    table = Table(title=markup_escape(escape.terminal(said)))  # names: printed as they are
     for col in ("level", "arm", "TTFT p95", "tok/s", "req/s", "errors", "verdict"):
         table.add_column(col, justify="left" if col in ("level", "arm", "verdict") else "right")
     for i, name in enumerate(result["names"]):
@@ -242,16 +242,18 @@ def print_sweep(console: Console, result: dict, report: Path | None) -> None:
         good = f", goodput {_goodput(j['goodput'][arm])}" if j["slos"] else ""
         console.print(f"{arm}: knee {_level(j['knee'][arm])}{good}", highlight=False)
     for line in j["invalid"]:
-        console.print(f"- invalid: {line}", highlight=False, markup=False)
+        console.print(f"- invalid: {escape.terminal(line)}", highlight=False, markup=False)
     if crash := result.get("crash"):
         console.print(
-            f"{crash['arm']} in round {crash['round']}: {crash['message']}\n"
-            f"server log tail:\n{crash.get('log_tail') or '(empty)'}",
+            f"{crash['arm']} in round {crash['round']}: {escape.terminal(crash['message'])}\n"
+            "server log tail:\n"
+            + escape.terminal(crash.get("log_tail") or "(empty)", multiline=True),
             highlight=False,
             markup=False,
         )
     if sim := result.get("simulated"):
-        console.print(f"simulated with {sim['name']} ({sim['source']})", highlight=False)
+        said = escape.terminal(f"simulated with {sim['name']} ({sim['source']})")
+        console.print(said, highlight=False, markup=False)
     console.print(headline(result).lstrip("# "), highlight=False, soft_wrap=True)  # one line
     if report is not None:
         console.print(f"report: {report}", highlight=False)
