@@ -7,6 +7,7 @@ import json
 import math
 from statistics import median
 
+from harness.escape import markdown
 from harness.runs.machine import machine_identity
 from harness.stats.compare import compare_metric, exit_meaning, is_simulated
 from harness.stats.verdict import clear_change
@@ -59,14 +60,17 @@ def verdict_line(comparison: dict) -> str:
     """The report's first line: overall verdict, exit code and what it means, and which metrics."""
     code = comparison["exit_code"]
     meaning = exit_meaning(code, is_simulated(comparison))
-    line = f"# {comparison['verdict']}: exit {code} ({meaning})"
+    line = f"# {markdown(comparison['verdict'])}: exit {code} ({meaning})"
     by_verdict: dict[str, list[str]] = {}
     for m in comparison["metrics"]:
-        by_verdict.setdefault(m["verdict"], []).append(f"{m['name']} {fmt_ratio(m['ratio'])}x")
+        name = markdown(m["name"])  # a saved result's names are read back from a file
+        by_verdict.setdefault(m["verdict"], []).append(f"{name} {fmt_ratio(m['ratio'])}x")
     for verdict, said in VERDICT_WORDS.items():
         if verdict in by_verdict:
             line += f"; {said}: {', '.join(by_verdict[verdict])}"
-    changed = [f"{m['name']} {c}" for m in comparison["metrics"] if (c := clear_change(m))]
+    changed = [
+        f"{markdown(m['name'])} {c}" for m in comparison["metrics"] if (c := clear_change(m))
+    ]
     if changed:
         line += f"; changed within tolerance: {', '.join(changed)}"
     if comparison["invalid"]:
