@@ -205,3 +205,42 @@ def test_errors_name_the_option_that_was_typed(tmp_path):
     assert out.returncode == 2 and "--head-cmd: unknown placeholder(s) ['gpu']" in out.stderr
     out = cli("ab", "--base-cmd", scripted(), "--head-url", "localhost:1", cwd=tmp_path)
     assert out.returncode == 2 and "--head-url must start with http://" in out.stderr
+
+
+@pytest.mark.timeout(60)
+def test_a_build_that_never_ends_is_stopped_at_its_timeout(tmp_path):
+    # a build step (and a child of it, in its process group) that would run for ten minutes:
+    # stopped at the project file's build_timeout, exit 2 naming the limit, the log's tail shown
+    marker = unique_marker()
+    repo = ProjectRepo(tmp_path, marker)
+    code = f"import time; print('compiling {marker}', flush=True); time.sleep(600)"
+    sleeper = f'{{python}} -c \\"{code}\\"'
+    (repo.path / "servegate.toml").write_text(
+        "[server]\nbuild_timeout = 2\n"
+        f'build = "{sleeper} & {sleeper}; {{python}} build.py"\n'
+        'serve = "{python} server.py --port {port} --model {model} @build/server.args"\n'
+    )
+    repo.git("commit", "-qam", "a build that never ends")
+    started = time.monotonic()
+    r = repo.harness("run", "--ref", "HEAD", "--suite", "suite.toml", "--quiet",
+                     cache=tmp_path / "cache")  # fmt: skip
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert time.monotonic() - started < 30
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("Error: ") and "build timed out after 2 s" in last, r.stderr
+    assert "build_timeout" in last and f"build log: compiling {marker}" in r.stderr, r.stderr
+    assert not wait_no_survivors(marker), "a build outlived its timeout"
+    # a limit is not a verdict on the commit: nothing remembers it as a failed build
+    assert not list((tmp_path / "cache").rglob("*.failed"))
+
+
+def test_build_timeout_is_seconds_above_zero(tmp_path):
+    from harness.arms.project import BUILD_TIMEOUT_S, ProjectError, parse_project
+    from harness.workload.schema import SchemaError
+
+    serve = {"serve": "s --port {port}"}
+    assert parse_project({"server": serve}, tmp_path / "f").build_timeout == BUILD_TIMEOUT_S
+    assert parse_project({"server": serve | {"build_timeout": 90}}, tmp_path).build_timeout == 90
+    for bad in (0, -1, float("nan"), float("inf"), True, "600"):
+        with pytest.raises((ProjectError, SchemaError), match="build_timeout"):
+            parse_project({"server": serve | {"build_timeout": bad}}, tmp_path / "f")

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.arms.project import Project
+from harness.arms.project import FILE_NAME, Project
 from harness.arms.worktrees import Checkout, RefError, cache_dir
 
 _WORKING_TREE: dict[tuple[str, str], Build | BuildError] = {}  # built once per process
@@ -61,7 +61,7 @@ def build(project: Project, co: Checkout, say: Callable[[str], None] = _stderr) 
         memo = (str(co.path), command)
         if memo not in _WORKING_TREE:
             try:
-                _WORKING_TREE[memo] = _build(co, command, stem, say)
+                _WORKING_TREE[memo] = _build(co, command, stem, say, project.build_timeout)
             except BuildError as exc:
                 _WORKING_TREE[memo] = exc
         if isinstance(done := _WORKING_TREE[memo], BuildError):
@@ -70,10 +70,16 @@ def build(project: Project, co: Checkout, say: Callable[[str], None] = _stderr) 
     stem.parent.mkdir(parents=True, exist_ok=True)
     with stem.with_name(stem.name + ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another harness building the same commit: wait for it
-        return _build(co, command, stem, say, cache=True)
+        return _build(co, command, stem, say, project.build_timeout, cache=True)
 
 
-def _build(co: Checkout, command: str, stem: Path, say, cache: bool = False) -> Build:
+class BuildTimeout(Exception):
+    """The build ran past its limit; its process group was killed."""
+
+
+def _build(
+    co: Checkout, command: str, stem: Path, say, timeout_s: float, cache: bool = False
+) -> Build:
     log, done, failed = (stem.with_name(stem.name + s) for s in (".log", ".ok", ".failed"))
     if cache and done.exists():
         return Build(command, log, 0.0, True)
@@ -82,7 +88,13 @@ def _build(co: Checkout, command: str, stem: Path, say, cache: bool = False) -> 
     log.parent.mkdir(parents=True, exist_ok=True)
     say(f"build {co.label}: {command} (log: {log})")
     t0 = time.monotonic()
-    rc = _run(command, co.path, log)
+    try:
+        rc = _run(command, co.path, log, timeout_s)
+    except BuildTimeout:  # not remembered as a failure: a slow machine or a tight limit
+        what = (
+            f"build timed out after {timeout_s:g} s (build_timeout in {FILE_NAME}) and was stopped"
+        )
+        raise _failure(co, what, log) from None
     seconds = time.monotonic() - t0
     if rc != 0:
         what = f"build failed (exit {rc}) after {seconds:.0f} s"
@@ -101,7 +113,9 @@ def _failure(co: Checkout, what: str, log: Path, note: str = "") -> BuildError:
     return BuildError(f"{co.label}: {what}: {last} (log: {log}){note}", tail)
 
 
-def _run(command: str, cwd: Path, log: Path) -> int:
+def _run(command: str, cwd: Path, log: Path, timeout_s: float | None = None) -> int:
+    """The build's exit code; BuildTimeout when it runs past `timeout_s`, its whole process
+    group stopped first."""
     with log.open("wb") as out:
         out.write(f"$ {command}\n".encode())
         out.flush()
@@ -110,12 +124,26 @@ def _run(command: str, cwd: Path, log: Path) -> int:
             stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         try:
-            return proc.wait()
+            return proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            _stop(proc)
         except BaseException:  # interrupted: the whole build goes with us
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             raise
+    raise BuildTimeout
+
+
+def _stop(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
+    """TERM the build's process group, then KILL what is left of it after `grace_s`."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(grace_s)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 def _tail(log: Path, lines: int = 20) -> str:

@@ -1,15 +1,19 @@
 """The cache of commit worktrees and their builds (worktrees.py, builds.py) as entries with a
-size and a last use, and `harness gc`'s rule: remove what has not been used for a while."""
+size and a last use, and `harness gc`'s rule: remove what has not been used for a while, never
+what a running harness holds, and nothing outside the cache (a link is never followed)."""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import os
 import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.arms.worktrees import RefError, _git, cache_dir
+from harness.arms.worktrees import RefError, _git, cache_dir, lock_path
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +28,7 @@ class Entry:
 
 
 def _size(path: Path) -> int:
-    if path.is_file() or path.is_symlink():
+    if path.is_symlink() or not path.is_dir():
         return path.lstat().st_size
     return sum(f.lstat().st_size for f in path.rglob("*") if f.is_file() or f.is_symlink())
 
@@ -56,15 +60,54 @@ def stale(all_entries: list[Entry], older_than_days: float, now: float | None = 
     return [e for e in all_entries if e.idle_days(now) >= older_than_days]
 
 
-def remove(repo: Path, entry: Entry) -> None:
-    """Remove one entry: its worktree through git (so the repository forgets it), then files."""
+@contextlib.contextmanager
+def claimed(entry: Entry, folder: Path) -> Iterator[bool]:
+    """The entry's lock taken exclusively without waiting: True while held, False when a
+    running harness holds the worktree (worktrees.hold). Its lock file is made if missing."""
+    path = lock_path(folder / entry.sha)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o666)
+    except OSError:  # a link or something else where the lock should be: not ours to judge
+        yield False
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+        else:
+            yield True
+    finally:
+        os.close(fd)
+
+
+def remove(repo: Path, entry: Entry) -> list[str]:
+    """Remove one entry: its worktree through git (so the repository forgets it), then files.
+    Only what lies in the cache itself goes: a symbolic link is unlinked as a link (never
+    followed), and a folder is removed only as a real folder in the cache. Returns a line per
+    path treated otherwise. Call it with the entry claimed (`claimed`)."""
+    folder = cache_dir(repo)
+    real = folder.resolve()
+    notes = []
+    lock = lock_path(folder / entry.sha)
     for path in entry.paths:
-        if path.is_dir():
+        if path == lock:
+            continue  # last: it is what keeps a harness from taking the worktree meanwhile
+        if path.is_symlink():
+            path.unlink()
+            notes.append(f"{path.name}: a symbolic link: the link removed, not what it leads to")
+        elif path.is_dir():
+            if path.resolve().parent != real:
+                notes.append(f"{path.name}: not a folder in {folder}: left")
+                continue
             try:
                 _git(repo, "worktree", "remove", "--force", str(path))
             except RefError:
                 shutil.rmtree(path, ignore_errors=True)
         elif path.exists():
             path.unlink()
+    with contextlib.suppress(FileNotFoundError):
+        lock.unlink()
     with contextlib.suppress(RefError):
         _git(repo, "worktree", "prune")
+    return notes

@@ -17,9 +17,10 @@ ALLOWED = {"serve": SERVE_PLACEHOLDERS, "build": BUILD_PLACEHOLDERS, "python": {
 SERVER = {
     "name": str, "build": str, "serve": str, "python": str, "model": str, "ready_path": str,
     "env": schema.TABLE, "strict_counters": bool, "reports_commit": bool,
-    "isolated": schema.TABLE,
+    "isolated": schema.TABLE, "build_timeout": schema.NUMBER,
 }  # fmt: skip
-ISOLATED = {"build": str, "python": str, "env": schema.TABLE}
+ISOLATED = {"build": str, "python": str, "env": schema.TABLE, "build_timeout": schema.NUMBER}
+BUILD_TIMEOUT_S = 1800.0  # a build that runs longer is stopped: exit 2 with its log's tail
 
 
 class ProjectError(ValueError):
@@ -34,6 +35,7 @@ class Project:
     serve: str  # command template, run in the commit's worktree
     path: Path  # the file it came from
     build: str = ""  # shell command run once per commit in its worktree ("" = nothing to build)
+    build_timeout: float = BUILD_TIMEOUT_S  # seconds a build may run before it is stopped
     python: str = ""  # what {python} names ("" = the harness's own interpreter)
     model: str = ""  # the model to serve when --model is not given ("" = the suite's)
     ready_path: str = ""  # polled for readiness ("" = /health, else /v1/models)
@@ -86,11 +88,18 @@ def parse_project(data: dict, path: Path) -> Project:
         raise ProjectError("[server] serve must contain {port} so the harness can pick a port")
     for where, env in (("env", server.get("env", {})), ("isolated.env", isolated.get("env", {}))):
         schema.check_values(env, str, f"[server] {where}")
+    for where, table in (("[server]", server), ("[server.isolated]", isolated)):
+        if not 0 < table.get("build_timeout", 1) <= 7 * 86400:
+            raise ProjectError(
+                f"{where} build_timeout must be seconds, above 0 and at most a week, "
+                f"got {table['build_timeout']!r}"
+            )
     return Project(
         name=server.get("name") or path.parent.name,
         serve=server["serve"],
         path=path,
         build=server.get("build", ""),
+        build_timeout=float(server.get("build_timeout", BUILD_TIMEOUT_S)),
         python=server.get("python", ""),
         model=server.get("model", ""),
         ready_path=server.get("ready_path", ""),

@@ -1,6 +1,7 @@
 """Git-ref arms: each commit checked out once as a detached worktree in a cache keyed by sha,
 reused across runs; the user's working tree is never touched."""
 
+import fcntl
 import hashlib
 import os
 import subprocess
@@ -85,13 +86,49 @@ def resolve(repo: Path, ref: str) -> str:
         raise RefError(f"unknown git ref {ref!r} in {repo}") from None
 
 
+_HELD: dict[Path, int] = {}  # lock file -> its descriptor, held until this process exits
+
+
+def lock_path(worktree: Path) -> Path:
+    """The lock file beside a cached worktree: shared while an arm uses it, exclusive while
+    `harness gc` removes it."""
+    return worktree.with_name(worktree.name + ".lock")
+
+
+def hold(worktree: Path) -> None:
+    """Hold `worktree`'s lock shared for the rest of this process (the life of its arms), so
+    that `harness gc` never removes a worktree a build or a server is using. Waits while gc is
+    removing it; a lock file gc unlinked meanwhile is opened afresh."""
+    path = lock_path(worktree)
+    if path in _HELD:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        try:
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            _HELD[path] = fd
+            return
+        os.close(fd)
+
+
 def checkout(repo: Path, ref: str) -> Checkout:
-    """The worktree for ref (created on first use), or the working tree itself."""
+    """The worktree for ref (created on first use), or the working tree itself. A cached
+    worktree is held (hold) before it is looked at, and from then on by this process."""
     if ref in WORKING_TREE:
         dirty = bool(_git(repo, "status", "--porcelain", "--untracked-files=no"))
         return Checkout(ref, resolve(repo, "HEAD"), repo, dirty, repo)
     sha = resolve(repo, ref)
     path = cache_dir(repo) / sha
+    hold(path)
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        # not a worktree the cache made (a link may lead to anyone's files): the entry alone
+        # goes, never what it points to
+        path.unlink()
     if path.exists():
         try:
             if _git(path, "rev-parse", "HEAD") == sha:

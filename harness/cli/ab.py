@@ -32,7 +32,12 @@ from harness.cli.options import (
     sides_from,
     workload_options,
 )
-from harness.cli.outputs import OutputError, writable_dir, writable_file
+from harness.cli.outputs import (
+    OutputError,
+    checked_summary,
+    fresh_dir,
+    writable_dir,
+)
 from harness.escape import terminal
 from harness.report.display import LiveProgress
 from harness.report.report import to_plain, write_report
@@ -290,7 +295,7 @@ def ab(
                          prompt_tokens=prompt_tokens, max_tokens=max_tokens, rate=rate)  # fmt: skip
         writable_dir(out_dir)
         if summary_file:
-            writable_file(summary_file)
+            checked_summary(summary_file)
         stamp_dir = writable_dir(out_dir / "logs" / suite.name)
         ctx = arm_context(sides, suite, model, flags, isolated, api_key, not dry_run)
         plans = {n: plan_arm(n, s, ctx) for n, s in sides.items()}
@@ -305,6 +310,10 @@ def ab(
     if sim_costs is not None:
         simulated_ab(suite, plans, sim_costs, null_arm, out_dir, summary_file)
     suite, notes = unsampled_memory(suite, plans)
+    try:
+        stamp_dir = fresh_dir(stamp_dir)  # this A/B's logs and runs, never another's
+    except OutputError as e:
+        raise input_error(e) from None
     runner = ABRunner(
         suite,
         plans,
@@ -394,7 +403,7 @@ def report(result_json, out_dir):
     except (ComparisonError, ValueError, OSError) as e:
         raise InputError(str(e)) from None
     try:
-        path = write_report(result, out_dir)
+        path = write_report(result, out_dir, rerender=True)
     except Exception as exc:  # noqa: BLE001 - the report is this verb's product: exit 2
         raise InputError(f"report not written: {type(exc).__name__}: {exc}") from None
     click.echo(f"report: {path}")

@@ -27,7 +27,7 @@ from harness.cli.options import (
     harness_command,
     report_options,
 )
-from harness.cli.outputs import OutputError, writable_file
+from harness.cli.outputs import OutputError, checked_summary, fresh_dir
 from harness.escape import terminal
 from harness.report.display import LiveProgress
 from harness.report.summary import bisect_summary
@@ -151,7 +151,7 @@ def bisect(
         project = find_project(repo)
         project.variant(isolated)  # no [server.isolated] for --isolated: said now
         if summary_file:
-            writable_file(summary_file)
+            checked_summary(summary_file)
     except (SuiteError, RefError, ProjectError, OutputError) as e:
         raise input_error(e) from None
     if unknown := [m for m in metrics if m not in suite.gate]:
@@ -178,9 +178,13 @@ def bisect(
             highlight=False,
         )
 
+    try:
+        logs = fresh_dir(out_dir / "logs" / f"bisect-{suite.name}")  # this bisect's own
+    except OutputError as e:
+        raise input_error(e) from None
     bisector = Bisector(
         Context(suite, repo, project, model, flags, isolated, api_key),
-        out_dir / "logs" / f"bisect-{suite.name}",
+        logs,
         rounds,
         max_rounds,
         ready_timeout,

@@ -8,8 +8,9 @@ from pathlib import Path
 import click
 
 from harness.cli.ab import InputError
-from harness.cli.outputs import OutputError, writable_file
+from harness.cli.outputs import OutputError, same_file, writable_file
 from harness.files import write_atomic
+from harness.names import claim_file
 from harness.report.saved import read_json, runs_of
 from harness.report.vllm_export import vllm_result
 from harness.stats.compare import ComparisonError
@@ -21,7 +22,8 @@ from harness.stats.compare import ComparisonError
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
     required=True,
-    help="The file to write; a run JSON of N runs writes OUT, OUT-2, ... one per run.",
+    help="The file to write (never the input); a run JSON of N runs writes OUT, OUT-2, ... one "
+    "per run, each numbered one under a free name when that one exists (never replaced).",
 )
 @click.option("--label", default="servegate", show_default=True, help="vLLM's `label` key.")
 def export(run_json, out, label):
@@ -33,13 +35,17 @@ def export(run_json, out, label):
         runs = runs_of(read_json(run_json))
         if not runs or not all(isinstance(r.get("requests"), list) for r in runs):
             raise ComparisonError(f"{run_json}: no per-request records to export")
+        if same_file(out, run_json):
+            raise OutputError(f"--out {out} is the input {run_json}: not replaced")
+        writable_file(out)
+        # OUT is named; OUT-2, ... are not: each claimed under a free name (never replaced)
         paths = [out] + [
-            out.with_name(f"{out.stem}-{i}{out.suffix}") for i in range(2, 1 + len(runs))
-        ]
-        for path in paths:
-            writable_file(path)
-    except (ComparisonError, OutputError) as exc:
+            claim_file(out.parent, [f"{out.stem}-{i}"], out.suffix) for i in range(2, 1 + len(runs))
+        ]  # fmt: skip
+    except (ComparisonError, OSError) as exc:
         raise InputError(str(exc)) from None
-    for run, path in zip(runs, paths, strict=True):
+    for i, (run, path) in enumerate(zip(runs, paths, strict=True), 1):
         write_atomic(path, json.dumps(vllm_result(run, label), indent=1) + "\n")
-        click.echo(f"vLLM result: {path}")
+        wanted = out.with_name(f"{out.stem}-{i}{out.suffix}")
+        taken = f" ({wanted.name} exists: not replaced)" if i > 1 and path != wanted else ""
+        click.echo(f"vLLM result: {path}{taken}")

@@ -48,6 +48,7 @@ from harness.cli.sim import sim
 from harness.cli.sweep import sweep
 from harness.escape import terminal
 from harness.files import write_atomic
+from harness.names import claim_file, release
 from harness.report.display import LiveProgress, print_run
 from harness.runs.machine import harness_version
 from harness.runs.plan import Side, default_refs, plan_arm
@@ -199,6 +200,7 @@ def run(
         suite = override(load_suite(suite_name), clients=clients, requests=requests,
                          prompt_tokens=prompt_tokens, max_tokens=max_tokens, rate=rate)  # fmt: skip
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+        named = out is not None
         out = writable_file(out or Path("results/runs") / f"{stamp}-{suite.name}.json")
         sides = default_refs({"arm": Side(ref, "", "", serve_cmd, url, pid)})
         ctx = arm_context(sides, suite, model, flags, False, api_key, not dry_run)
@@ -208,6 +210,16 @@ def run(
     if dry_run:
         print_plan({"arm": plan})
         return
+    if not named:  # a name of its own, never another run's (two runs in the same second)
+        out = claim_file(out.parent, [out.stem], ".json", (".server1.log",))
+    try:
+        _run(suite, plan, out, repeat, ready_timeout, quiet)
+    finally:
+        if not named:
+            release(out)  # the name claimed, if no run was written to it
+
+
+def _run(suite, plan, out: Path, repeat: int, ready_timeout: float, quiet: bool) -> None:
     arm = plan.arm
     console = Console(stderr=True)
     runs = []

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from harness.cli.ab import InputError, write_summary
-from harness.cli.outputs import OutputError, writable_file
+from harness.cli.outputs import OutputError, checked_summary
 from harness.report.merge import merged_markdown, read_shard, worst
 from harness.stats.compare import ComparisonError
 
@@ -33,7 +33,7 @@ def merge(results, summary_file):
     """
     try:
         if summary_file:
-            writable_file(summary_file)
+            checked_summary(summary_file, results)  # never a result (nor any JSON)
         shards = [read_shard(p) for p in results]
     except (ComparisonError, OSError) as exc:
         raise InputError(str(exc) if isinstance(exc, ComparisonError | OutputError) else

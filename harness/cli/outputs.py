@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import os
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
+
+from harness.names import claim_dir
 
 
 class OutputError(OSError):
@@ -38,3 +41,42 @@ def writable_file(path: Path) -> Path:
         except OSError as exc:
             raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
     return path
+
+
+def fresh_dir(parent: Path) -> Path:
+    """parent/<UTC time>, else with -2, -3, ...: a folder of this invocation's own (its server
+    logs and run records), made exclusively, so two started in the same second never share
+    one."""
+    try:
+        return claim_dir(parent, datetime.now(UTC).strftime("%Y%m%d-%H%M%S"))
+    except OSError as exc:
+        raise OutputError(f"cannot make a folder in {parent}/: {exc.strerror or exc}") from None
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """Whether `a` and `b` name one file (links and `..` resolved, hard links too)."""
+    try:
+        return Path(a).resolve() == Path(b).resolve() or os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def checked_summary(path: Path, inputs: tuple[Path, ...] = ()) -> Path:
+    """`--summary FILE` as a Markdown file to append to: not one of this verb's inputs and not
+    a JSON file (a result would be corrupted by the Markdown appended to it)."""
+    path = Path(path)
+    if any(same_file(path, p) for p in inputs):
+        raise OutputError(f"--summary {path} is one of the inputs: not appended to")
+    head = b""
+    if path.is_file():
+        try:
+            with path.open("rb") as f:
+                head = f.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
+        except OSError as exc:
+            raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    if path.suffix.lower() in (".json", ".gz") or head.startswith(b"{"):
+        raise OutputError(
+            f"--summary {path} is a JSON file: a summary is Markdown appended to a file; "
+            "name a .md file"
+        )
+    return writable_file(path)

@@ -26,7 +26,7 @@ from harness.cli.options import (
     side_options,
     sides_from,
 )
-from harness.cli.outputs import OutputError, writable_file
+from harness.cli.outputs import OutputError, checked_summary, fresh_dir
 from harness.report.display import LiveProgress
 from harness.report.summary import sweep_summary
 from harness.runs.plan import Side, default_refs, label_arms, plan_arm, unsampled_memory
@@ -197,7 +197,7 @@ def sweep(
         sides = _sides(one, base_ref, head_ref, side_opts)
         suite = load_suite(suite_name)
         if summary_file:
-            writable_file(summary_file)
+            checked_summary(summary_file)
         ctx = arm_context(sides, suite, model, flags, isolated, api_key, not dry_run)
         plans = {n: plan_arm(n, s, ctx) for n, s in sides.items()}
         if len(plans) == 2:
@@ -210,10 +210,15 @@ def sweep(
         click.echo(f"levels: {', '.join(str(v) for v in values)} ({mode})")
         return
     plan = Sweep(suite, mode, values, requests, cold)
+    logs = out_dir / "logs" / f"sweep-{suite.name}"
+    try:
+        logs = logs if sim_costs is not None else fresh_dir(logs)  # this sweep's own
+    except OutputError as e:
+        raise input_error(e) from None
     runner = SweepRunner(
         plan,
         plans,
-        out_dir / "logs" / f"sweep-{suite.name}",
+        logs,
         rounds,
         ready_timeout,
         progress=lambda label: LiveProgress(console, label, disabled=quiet),

@@ -14,6 +14,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from harness import escape
 from harness.files import shipped_dir, write_atomic
+from harness.names import claim_file, release
 from harness.report import tables
 from harness.report.engagement import engagement
 from harness.report.plots import arms_present, plot_rss, plot_ttft
@@ -168,15 +169,18 @@ def write_result(doc: dict, out_dir: Path, stem: str) -> bool:
     return raw
 
 
-def write_report(ab_result: dict, out_dir: Path) -> Path:
+def write_report(ab_result: dict, out_dir: Path, rerender: bool = False) -> Path:
     """Write <stem>.md, <stem>.json (slim), <stem>.raw.json.gz (everything) and the plots
     <stem>-rss.png / -ttft.png under out_dir; return the .md. A result read back without its
     raw file (a slim JSON alone) is rendered without plots."""
     ab = to_plain(ab_result)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    stem = unique_stem(out_dir, report_stem(ab), ab["created"])
-    raw = write_result(ab, out_dir, stem)  # the data first
+    stem = unique_stem(out_dir, report_stem(ab), ab["created"], rerender)
+    try:
+        raw = write_result(ab, out_dir, stem)  # the data first
+    finally:
+        release(out_dir / f"{stem}.json")  # the name claimed, if it was never written
     labels = {"base": ab["base"]["label"], "head": ab["head"]["label"], "null": "base again"}
     plots = {}
     if raw and arms_present(ab["rounds"]):  # an arm that crashed before any run: nothing to plot
@@ -205,21 +209,28 @@ def has_raw(doc: object) -> bool:
     return any(has_raw(v) for v in doc.values())
 
 
-def unique_stem(out_dir: Path, stem: str, created: str) -> str:
-    """`stem`, or with the result's time appended when another result already has that name
-    (two same-day runs of the same arms): a report is never overwritten by a different one."""
+REPORT_FILES = (".json", ".md", ".raw.json.gz", "-rss.png", "-ttft.png")
+
+
+def unique_stem(out_dir: Path, stem: str, created: str, rerender: bool = False) -> str:
+    """`stem`, or with the result's time appended (then -2, -3, ...) when that name is taken
+    (two same-day runs of the same arms, or two in the same second): its <stem>.json is claimed
+    exclusively, so a report is never overwritten by another. A re-render (`rerender`) of the
+    result a name already holds (the same `created`) keeps that name."""
     existing = out_dir / f"{stem}.json"
-    if not existing.exists():
-        return stem
-    try:
-        same = json.loads(existing.read_text()).get("created") == created
-    except (OSError, ValueError, AttributeError):
-        same = False
-    return stem if same else f"{stem}-{slug(created[11:19].replace(':', ''))}"
+    if rerender and existing.exists():
+        try:
+            if json.loads(existing.read_text()).get("created") == created:
+                return stem
+        except (OSError, ValueError, AttributeError):
+            pass
+    timed = f"{stem}-{slug(created[11:19].replace(':', ''))}" if created[11:19] else stem
+    beside = (".md",) if rerender else REPORT_FILES  # a re-render's raw file may lie there
+    return claim_file(out_dir, [stem, timed], ".json", beside).name[: -len(".json")]
 
 
 def rerender_report(json_path: Path, out_dir: Path | None = None) -> Path:
     """`harness report RESULT.json`: render the report again from a saved result."""
     json_path = Path(json_path)
     out_dir = out_dir if out_dir is not None else json_path.parent
-    return write_report(load_result(json_path), out_dir)
+    return write_report(load_result(json_path), out_dir, rerender=True)

@@ -7,7 +7,7 @@ import gzip
 import io
 import json
 import math
-from datetime import date
+from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.stats.compare import ComparisonError, compare_rounds
@@ -201,6 +201,6 @@ def compare_saved(
         "rounds": rounds,
         "comparison": comparison.to_dict(),
         "command": f"harness compare {a_path} {b_path}",
-        "created": created or date.today().isoformat(),
+        "created": created or datetime.now(UTC).isoformat(timespec="seconds"),
         "crash": None,
     }

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from harness import escape
 from harness.files import write_atomic
+from harness.names import release
 from harness.report.report import slug, template_env, to_plain, unique_stem, write_result
 from harness.report.summary import reproduce, sweep_shas
 from harness.report.tables import centre, fmt_interval, fmt_ratio, fmt_value, machine_lines
@@ -197,14 +198,17 @@ def render_markdown(result: dict, plots: dict[str, str]) -> str:
     )
 
 
-def write_sweep_report(result: dict, out_dir: Path) -> Path:
+def write_sweep_report(result: dict, out_dir: Path, rerender: bool = False) -> Path:
     """Write <stem>.json (slim) and .raw.json.gz, <stem>.md and
     <stem>-{throughput,ttft,latency}.png; return the .md."""
     result = to_plain(result)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    stem = unique_stem(out_dir, report_stem(result), result["created"])
-    write_result(result, out_dir, stem)  # the data first
+    stem = unique_stem(out_dir, report_stem(result), result["created"], rerender)
+    try:
+        write_result(result, out_dir, stem)  # the data first
+    finally:
+        release(out_dir / f"{stem}.json")  # the name claimed, if it was never written
     draw = {"throughput": plot_throughput, "ttft": plot_ttft, "latency": plot_latency_throughput}
     plots = {}
     for kind, plot in draw.items():
@@ -263,4 +267,5 @@ def rerender_sweep_report(json_path: Path, out_dir: Path | None = None) -> Path:
     """Render the report and plots again from a saved sweep JSON."""
     json_path = Path(json_path)
     result = json.loads(json_path.read_text())
-    return write_sweep_report(result, out_dir if out_dir is not None else json_path.parent)
+    out_dir = out_dir if out_dir is not None else json_path.parent
+    return write_sweep_report(result, out_dir, rerender=True)
