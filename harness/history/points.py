@@ -93,20 +93,21 @@ def samples(doc: dict, source: str) -> list[Sample]:
     return []
 
 
-def collect(folder: Path) -> tuple[list[Sample], list[str]]:
-    """Every sample in the JSON files under `folder`, and one line per file skipped."""
+def collect(folder: Path, exclude: Path | None = None) -> tuple[list[Sample], list[str]]:
+    """Every sample in the JSON files under `folder` (none under `exclude`: a site published
+    inside it), and one line per file skipped (not a result, damaged, or a link out of it)."""
+    folder = Path(folder)
     found, skipped = [], []
-    for path in sorted(Path(folder).rglob("*.json")):
+    for path in sorted(folder.rglob("*.json")):
         rel = str(path.relative_to(folder))
-        if "/logs/" in f"/{rel}":
+        if "/logs/" in f"/{rel}" or (exclude and path.resolve().is_relative_to(exclude.resolve())):
             continue
         try:
-            doc = read_json(path)
-        except (ComparisonError, OSError) as exc:
-            skipped.append(f"{rel}: {exc}")
-            continue
-        if isinstance(doc, dict):
-            found += samples(doc, rel)
+            doc = read_json(path, within=folder)
+            if isinstance(doc, dict):
+                found += samples(doc, rel)
+        except ComparisonError as exc:
+            skipped.append(str(exc))  # it names the file
     return found, skipped
 
 
