@@ -16,8 +16,9 @@ from harness.files import shipped_dir, write_atomic
 from harness.report import tables
 from harness.report.engagement import engagement
 from harness.report.plots import arms_present, plot_rss, plot_ttft
-from harness.report.saved import is_run, load_result
+from harness.report.saved import is_run, load_result, read_json
 from harness.report.summary import arm_shas, reproduce
+from harness.stats.compare import ComparisonError
 from harness.stats.power import power_rows, round_walls
 
 TEMPLATES = shipped_dir("templates")
@@ -200,8 +201,8 @@ def unique_stem(out_dir: Path, stem: str, created: str) -> str:
     if not existing.exists():
         return stem
     try:
-        same = json.loads(existing.read_text()).get("created") == created
-    except (OSError, ValueError, AttributeError):
+        same = read_json(existing).get("created") == created
+    except (ComparisonError, AttributeError):
         same = False
     return stem if same else f"{stem}-{slug(created[11:19].replace(':', ''))}"
 
