@@ -82,7 +82,7 @@ class CostModel:
         return float(np.dot(c, features(kind, tokens, offsets)))
 
     def save(self, path: Path) -> None:
-        Path(path).write_text(json.dumps(asdict(self), indent=1) + "\n")
+        Path(path).write_text(json.dumps(asdict(self), indent=1, allow_nan=False) + "\n")
 
     @classmethod
     def load(cls, path: Path) -> "CostModel":

@@ -133,7 +133,7 @@ class Roofline:
     def save(self, path: Path) -> None:
         data = asdict(self)
         data["args"] = self.args.to_hf_config()
-        Path(path).write_text(json.dumps(data, indent=1) + "\n")
+        Path(path).write_text(json.dumps(data, indent=1, allow_nan=False) + "\n")
 
     @classmethod
     def from_dict(cls, data: dict) -> "Roofline":

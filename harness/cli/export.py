@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
 from harness.cli.ab import InputError
 from harness.cli.outputs import OutputError, writable_file
-from harness.files import write_atomic
+from harness.files import strict_json, write_atomic
 from harness.report.saved import read_json, runs_of
 from harness.report.vllm_export import vllm_result
 from harness.stats.compare import ComparisonError
@@ -41,5 +40,5 @@ def export(run_json, out, label):
     except (ComparisonError, OutputError) as exc:
         raise InputError(str(exc)) from None
     for run, path in zip(runs, paths, strict=True):
-        write_atomic(path, json.dumps(vllm_result(run, label), indent=1) + "\n")
+        write_atomic(path, strict_json(vllm_result(run, label), indent=1) + "\n")
         click.echo(f"vLLM result: {path}")

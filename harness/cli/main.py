@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import gc as collector
-import json
 import os
 import sys
 import traceback
@@ -37,7 +36,7 @@ from harness.cli.options import (
 from harness.cli.outputs import OutputError, writable_file
 from harness.cli.sim import sim
 from harness.cli.sweep import sweep
-from harness.files import write_atomic
+from harness.files import strict_json, write_atomic
 from harness.report.display import LiveProgress, print_run
 from harness.runs.machine import harness_version
 from harness.runs.plan import Side, default_refs, plan_arm
@@ -218,7 +217,7 @@ def run(
         _keep(runs, plan.desc, out, console)
         sys.exit(signals.exit_code())
     try:
-        write_atomic(out, json.dumps({"arm": plan.desc, "runs": runs}, indent=1) + "\n")
+        write_atomic(out, strict_json({"arm": plan.desc, "runs": runs}, indent=1) + "\n")
     except OSError as exc:
         raise InputError(f"run JSON not written: {out}: {exc.strerror or exc}") from None
     print_run(Console(), runs)
@@ -232,7 +231,7 @@ def _keep(runs: list[dict], arm: dict, out: Path, console: Console) -> None:
     if runs:
         with contextlib.suppress(OSError):
             doc = {"arm": arm, "runs": runs, "complete": False}
-            write_atomic(out, json.dumps(doc, indent=1) + "\n")
+            write_atomic(out, strict_json(doc, indent=1) + "\n")
             console.print(f"the {len(runs)} finished run(s): {out}", highlight=False)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from harness.files import shipped_dir, write_atomic
+from harness.files import shipped_dir, strict_json, write_atomic
 from harness.report import tables
 from harness.report.engagement import engagement
 from harness.report.plots import arms_present, plot_rss, plot_ttft
@@ -150,10 +150,10 @@ def write_result(doc: dict, out_dir: Path, stem: str) -> bool:
     <stem>.json, slim, naming it in `raw`: tens of KB a repository can keep. True if raw."""
     raw = has_raw(doc)
     if raw:
-        body = gzip.compress(json.dumps(doc).encode(), 6)
+        body = gzip.compress(strict_json(doc).encode(), 6)
         write_atomic(out_dir / f"{stem}.raw.json.gz", body)
         doc = slim(doc) | {"raw": f"{stem}.raw.json.gz"}
-    write_atomic(out_dir / f"{stem}.json", json.dumps(doc, separators=(",", ":")) + "\n")
+    write_atomic(out_dir / f"{stem}.json", strict_json(doc, separators=(",", ":")) + "\n")
     return raw
 
 
