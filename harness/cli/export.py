@@ -9,6 +9,7 @@ import click
 from harness.cli.ab import InputError
 from harness.cli.outputs import OutputError, writable_file
 from harness.files import strict_json, write_atomic
+from harness.report.checked import check_exportable, check_saved
 from harness.report.saved import read_json, runs_of
 from harness.report.vllm_export import vllm_result
 from harness.stats.compare import ComparisonError
@@ -29,9 +30,12 @@ def export(run_json, out, label):
     of ttft, tpot, itl and e2el in ms, and the per-request lists), for tools that read those.
     The runs must keep their per-request records (a run JSON does)."""
     try:
-        runs = runs_of(read_json(run_json))
+        doc = read_json(run_json)
+        check_saved(doc, run_json)
+        runs = runs_of(doc)
         if not runs or not all(isinstance(r.get("requests"), list) for r in runs):
             raise ComparisonError(f"{run_json}: no per-request records to export")
+        check_exportable(runs, run_json)
         paths = [out] + [
             out.with_name(f"{out.stem}-{i}{out.suffix}") for i in range(2, 1 + len(runs))
         ]

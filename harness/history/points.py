@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 
+from harness.report.checked import check_saved
 from harness.report.merge import machine_name
 from harness.report.saved import read_json
 from harness.stats.changepoint import ChangePoint, change_points
@@ -104,10 +105,12 @@ def collect(folder: Path, exclude: Path | None = None) -> tuple[list[Sample], li
             continue
         try:
             doc = read_json(path, within=folder)
+            check_saved(doc, path)
             if isinstance(doc, dict):
                 found += samples(doc, rel)
         except ComparisonError as exc:
-            skipped.append(str(exc))  # it names the file
+            why = str(exc).replace(f"saved result {path}", "").replace(str(path), "")
+            skipped.append(f"{rel}: {why.lstrip(': ')}")
     return found, skipped
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.report.checked import check_shard
 from harness.report.saved import read_json
 from harness.report.summary import MARK
 from harness.report.tables import fmt_change, fmt_interval
@@ -62,9 +63,14 @@ def _metric_rows(comp: dict, suite: str, machine: str, source: str, where: str =
 def read_shard(path: Path) -> Shard:
     """One result file as a shard; ComparisonError for a file that is none of the three."""
     doc = read_json(path)
-    schema = doc.get("schema", "") if isinstance(doc, dict) else ""
+    schema = str(doc.get("schema", "")) if isinstance(doc, dict) else ""
     if not isinstance(doc, dict) or not isinstance(doc.get("suite"), str):
         raise ComparisonError(f"{path}: not an A/B, sweep or bisect result")
+    kind = ("ab" if "comparison" in doc else "sweep" if schema.startswith("servegate.sweep")
+            else "bisect" if schema.startswith("servegate.bisect") else None)  # fmt: skip
+    if kind is None:
+        raise ComparisonError(f"{path}: not an A/B, sweep or bisect result (schema {schema!r})")
+    check_shard(doc, path, kind)
     suite, machine, name = doc["suite"], machine_name(doc), Path(path).name
     if isinstance(doc.get("comparison"), dict):  # an A/B (harness ab or compare)
         comp = doc["comparison"]

@@ -11,6 +11,7 @@ from datetime import date
 from pathlib import Path
 
 from harness.files import read_capped
+from harness.report.checked import check_saved
 from harness.stats.compare import ComparisonError, compare_rounds
 
 DEFAULT_TOLERANCES = {
@@ -153,6 +154,7 @@ def load_result(path: Path) -> dict:
     runs_of(doc, "base"), runs_of(doc, "head")
     if not all(isinstance(m, dict) for m in doc["comparison"]["metrics"]):
         raise ComparisonError(f"{where}: comparison.metrics must be objects")
+    check_saved(doc, path)  # then every field the report reads
     return doc
 
 
@@ -194,6 +196,8 @@ def compare_saved(
     tolerances = tolerances or tolerances_of(doc_a) or DEFAULT_TOLERANCES
     check_values(base, list(tolerances), a_path)
     check_values(head, list(tolerances), b_path)
+    check_saved(doc_a, a_path)  # then every other field the comparison and report read
+    check_saved(doc_b, b_path)
     n = min(len(base), len(head))
     rounds = [
         {"round": i, "order": ["base", "head"], "base": base[i], "head": head[i], "null": None}
