@@ -36,7 +36,9 @@ class Opt:
 
 
 def _number(v: object) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool) and abs(v) < BIG * 2**960
+    if isinstance(v, float):
+        return True
+    return isinstance(v, int) and not isinstance(v, bool) and abs(v) < 2**1000  # float() holds it
 
 
 def _iso(v: object) -> bool:
