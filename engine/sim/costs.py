@@ -110,6 +110,8 @@ def load_costs(spec: str):
 
     path = Path(spec)
     if not path.is_file():
+        if path.exists():  # a FIFO or a device: it would hang or never end
+            raise ValueError(f"cost model {spec}: not a regular file")
         if ":" not in spec:
             raise ValueError(f"cost model {spec}: no such file, nor HARDWARE:SHAPE")
         return Roofline.named(*spec.split(":", 2))

@@ -64,13 +64,12 @@ def read_shard(path: Path) -> Shard:
     """One result file as a shard; ComparisonError for a file that is none of the three."""
     doc = read_json(path)
     schema = str(doc.get("schema", "")) if isinstance(doc, dict) else ""
-    if not isinstance(doc, dict) or not isinstance(doc.get("suite"), str):
-        raise ComparisonError(f"{path}: not an A/B, sweep or bisect result")
-    kind = ("ab" if "comparison" in doc else "sweep" if schema.startswith("servegate.sweep")
-            else "bisect" if schema.startswith("servegate.bisect") else None)  # fmt: skip
+    kind = None if not isinstance(doc, dict) else (
+        "ab" if "comparison" in doc else "sweep" if schema.startswith("servegate.sweep")
+        else "bisect" if schema.startswith("servegate.bisect") else None)  # fmt: skip
     if kind is None:
         raise ComparisonError(f"{path}: not an A/B, sweep or bisect result (schema {schema!r})")
-    check_shard(doc, path, kind)
+    check_shard(doc, path, kind)  # each field merge reads, named when it is wrong
     suite, machine, name = doc["suite"], machine_name(doc), Path(path).name
     if isinstance(doc.get("comparison"), dict):  # an A/B (harness ab or compare)
         comp = doc["comparison"]
