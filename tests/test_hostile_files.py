@@ -348,3 +348,10 @@ def test_strict_json_saves_what_is_not_finite_as_null():
 
     text = strict_json({"a": float("nan"), "b": [float("inf"), 1.5], "c": (float("-inf"),)})
     assert strict(text) == {"a": None, "b": [None, 1.5], "c": [None]}
+
+
+def test_merge_reads_a_sweep_whose_rounds_is_a_count(tmp_path, ab_doc):
+    doc = sweep_doc(ab_doc) | {"rounds": 3, "runs": [{"round": 1, "run": {"machine": MACHINE}}]}
+    out = cli("merge", str(write(tmp_path / "sweep.json", doc)), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "| s | Test CPU x2 | c1: " in out.stdout, out.stdout

@@ -37,10 +37,11 @@ class Shard:
 
 def machine_name(doc: dict) -> str:
     """The machine a result ran on, as a reader names it: CPU model and core count."""
-    runs = [r.get(a) or {} for r in doc.get("rounds") or [] for a in ("base", "head")]
-    runs += [(r.get("run") or {}) for r in doc.get("runs") or [] if isinstance(r, dict)]
+    rounds, more = (doc.get(k) if isinstance(doc.get(k), list) else [] for k in ("rounds", "runs"))
+    runs = [r.get(a) for r in rounds if isinstance(r, dict) for a in ("base", "head")]
+    runs += [r.get("run") for r in more if isinstance(r, dict)]  # a sweep's: rounds is a count
     for run in runs:
-        if m := run.get("machine"):
+        if isinstance(run, dict) and isinstance(m := run.get("machine"), dict):
             return f"{m.get('cpu_model', '?')} x{m.get('logical_cores', '?')}"
     return "unknown machine"
 
