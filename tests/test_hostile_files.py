@@ -355,3 +355,13 @@ def test_merge_reads_a_sweep_whose_rounds_is_a_count(tmp_path, ab_doc):
     out = cli("merge", str(write(tmp_path / "sweep.json", doc)), cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "| s | Test CPU x2 | c1: " in out.stdout, out.stdout
+
+
+@pytest.mark.parametrize("shape", ["list", "one run", "runs"])
+def test_every_shape_of_saved_runs_still_compares(tmp_path, shape):
+    runs = run_json()["runs"]
+    doc = {"list": runs, "one run": runs[0], "runs": {"runs": runs}}[shape]
+    a, b = write(tmp_path / "a.json", doc), write(tmp_path / "b.json", doc)
+    out = cli("compare", str(a), str(b), "--out-dir", str(tmp_path / "c"), cwd=tmp_path)
+    assert out.returncode in (0, 1) and "rror" not in out.stderr, out.stderr
+    assert len(list((tmp_path / "c").glob("*.md"))) == 1

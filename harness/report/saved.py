@@ -169,6 +169,10 @@ def tolerances_of(doc: dict | list) -> dict[str, float]:
     return tolerances
 
 
+def _get(doc: object, key: str) -> object:
+    return doc.get(key) if isinstance(doc, dict) else None
+
+
 def _arm(doc: dict | list, arm: str, path: Path, runs: list[dict]) -> dict:
     if isinstance(doc, dict) and arm in doc and "label" in doc[arm]:
         return doc[arm]
@@ -210,7 +214,7 @@ def compare_saved(
             f"{len(base)} base runs vs {len(head)} head runs: only the first {n} of each compared"
         )
     return {
-        "suite": doc_a.get("suite", "offline") if isinstance(doc_a, dict) else "offline",
+        "suite": suite if isinstance(suite := _get(doc_a, "suite"), str) else "offline",
         "base": _arm(doc_a, arm_a, a_path, base),
         "head": _arm(doc_b, arm_b, b_path, head),
         "rounds": rounds,
