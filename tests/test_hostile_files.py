@@ -213,6 +213,8 @@ MALFORMED = [
     ("sweep", "judgement.exit_code", 7, "judgement.exit_code is 7", ("merge",)),
     ("sweep", "judgement", "x", "judgement is 'x'", ("merge",)),
     ("sweep", "judgement.levels.c1.metrics", [{}], "metrics[0].name is missing", ("merge",)),
+    ("sweep", "judgement.levels.c1.metrics.0", {"name": "tok_s", "verdict": "PASS"},
+     "c1.metrics[0].ratio is missing", ("merge",)),
     ("bisect", "culprit", {"short": 5, "subject": "x"}, "culprit.short is 5", ("merge",)),
 ]  # fmt: skip
 

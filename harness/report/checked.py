@@ -160,9 +160,9 @@ RUN = {
     "harness": Opt({"version": Opt("str"), "commit": Opt("str")}),
 }
 METRIC = {
-    "!name": "str", "base": List(Opt("num")), "head": List(Opt("num")), "ratio": Opt("num"),
-    "ci_low": Opt("num"), "ci_high": Opt("num"), "tolerance": "pos", "!verdict": "str",
-    "mde": Opt("num"), "method": "str", "lower_is_better": "bool", "note": Opt("str"),
+    "!name": "str", "base": List(Opt("num")), "head": List(Opt("num")), "!ratio": Opt("num"),
+    "!ci_low": Opt("num"), "!ci_high": Opt("num"), "!tolerance": "pos", "!verdict": "str",
+    "!mde": Opt("num"), "!method": "str", "lower_is_better": "bool", "!note": Opt("str"),
 }  # fmt: skip
 COMPARISON = {
     "!verdict": "str", "!exit_code": "code", "!rounds": "rounds", "!metrics": List(METRIC),
