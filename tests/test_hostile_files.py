@@ -194,6 +194,12 @@ MALFORMED = [
     ("ab", "head.commit", ["a"], "head.commit is ['a']", ("report", "merge")),
     ("ab", "head.depth", "3", "head.depth is '3'", ("report", "merge")),
     ("ab", "suite", 5, "suite", AB_VERBS),
+    ("ab", "rounds.0.head.server", {"runtime": 5}, "head.server.runtime is 5", AB_VERBS),
+    ("ab", "rounds.0.head.counters", {"load": {"x": None}}, "counters.load.x is None", AB_VERBS),
+    ("ab", "rounds.0.head.sampler", {"hz": "x"}, "rounds[0].head.sampler.hz is 'x'", AB_VERBS),
+    ("ab", "rounds.0.head.phases", {"load": {"expect": [{}]}},
+     "head.phases.load.expect[0].series is missing", AB_VERBS),
+    ("ab", "base", {"label": "b"}, "base.ref is missing", ("report", "merge")),
     # a `harness run` JSON: what compare, export and history read
     ("run", "runs.0.requests", [{}], "runs[0].requests[0].phase is missing", ("export",)),
     ("run", "runs.0.requests.0.itl_ms", "x", "runs[0].requests[0].itl_ms is 'x'", RUN_VERBS),

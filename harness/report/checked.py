@@ -125,7 +125,7 @@ REQUEST = {
     "tpot_ms": Opt("num"), "queue_ms": Opt("num"), "ok": "bool",
 }  # fmt: skip
 MACHINE = {
-    "cpu_model": "str", "cpu_flags": List("str"), "gpus": List("table"),
+    "cpu_model": "str", "cpu_flags": List("str"), "gpus": List("str"),
     "logical_cores": Opt("count"), "physical_cores": Opt("count"), "usable_cores": Opt("count"),
     "memory_bytes": Opt("pos"), "load_average": List("num"), "platform": "str", "python": "str",
 }  # fmt: skip
@@ -133,12 +133,15 @@ SERVER = {
     "url": Opt("str"), "pid": Opt("count"), "startup_s": Opt("num"),
     "startup_peak_rss_bytes": Opt("pos"), "ready_path": Opt("str"), "commit": Opt("str"),
     "model": Opt("str"), "config": Opt("table"), "health": Opt("table"),
+    "runtime": Opt(Map(Opt("str"))),
 }  # fmt: skip
 PHASE = {
     "name": "str", "arrival": "str", "clients": Opt("count"), "requests": Opt("count"),
     "rate": Opt("num"), "burstiness": Opt("num"), "endpoint": Opt("str"),
     "max_tokens": Opt("count"), "prompt_lengths": List("count"),
 }  # fmt: skip
+EXPECT = {"!series": "str", "rule": "str", "status": "str", "delta": Opt("num"),
+          "note": Opt("str")}  # fmt: skip
 RUN = {
     "!summary": Map(Opt("num")),
     "fingerprint": "str",  # what compare and report need of a run (is_run) they check apart
@@ -148,8 +151,17 @@ RUN = {
     "outcome": Opt("str"),
     "suite": Opt({"name": "str", "gate": Opt(Map(Opt("num")))}),
     "workload": Opt({"phases": List(PHASE)}),
-    "phases": Opt(Map({"window": List("num"), "stats": Map(Opt("num"))})),
-    "counters": Opt(Map(Map(Opt("num")))),
+    "phases": Opt(Map({"window": List("num"), "stats": Map(Opt("num")), "expect": List(EXPECT)})),
+    "counters": Opt(Map(Map("num"))),
+    "sampler": Opt(
+        {
+            "hz": Opt("num"),
+            "achieved_hz": Opt("num"),
+            "max_gap_s": Opt("num"),
+            "samples": Opt("count"),
+        }
+    ),
+    "arm": Opt("table"),
     "timeline": Opt({"!t": List("num"), "!rss": List(Opt("num")), "marks": List("any")}),
     "requests": List(REQUEST),
     "warmup_requests": List(REQUEST),
@@ -170,20 +182,20 @@ COMPARISON = {
     "schedule": Opt({"looks": List("rounds"), "alpha": "num"}), "fingerprint": Opt("str"),
 }  # fmt: skip
 ARM = {
-    "!label": "str", "ref": Opt("str"), "commit": Opt("str"), "cmd": Opt("words"),
-    "flags": Opt("words"), "env": Opt(Map("str")), "date": Opt("str"),
+    "!label": "str", "!ref": Opt("str"), "commit": Opt("str"), "!cmd": Opt("words"),
+    "!flags": Opt("words"), "!env": Opt(Map("str")), "date": Opt("str"),
     "subject": Opt("str"), "depth": Opt("count"), "dirty": Opt("bool"),
 }  # fmt: skip
 RUN_ARM = {  # a `harness run` JSON's arm: what history reads of it
     "commit": Opt("str"), "date": Opt("str"), "subject": Opt("str"), "depth": Opt("count"),
     "dirty": Opt("bool"),
 }  # fmt: skip
-ROUND = {"round": "count", "order": List("str"), "base": Opt(RUN), "head": Opt(RUN),
+ROUND = {"!round": "count", "order": List("str"), "base": Opt(RUN), "head": Opt(RUN),
          "null": Opt(RUN)}  # fmt: skip
 AB = {
     "!suite": "str", "!created": "str", "!base": ARM, "!head": ARM, "!rounds": List(ROUND),
     "!comparison": COMPARISON, "command": Opt("str"), "gate": Opt(Map(Opt("num"))),
-    "memory_slack_bytes": Opt("pos"), "null_arm": Opt("bool"), "crash": Opt("table"),
+    "memory_slack_bytes": Opt("pos"), "null_arm": Opt("bool"), "!crash": Opt("table"),
     "schedule": Opt("table"), "simulated": Opt("table"), "raw": Opt("str"),
 }  # fmt: skip
 SWEEP = {
