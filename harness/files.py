@@ -4,6 +4,8 @@ or from inside the installed package, and output written whole or not at all."""
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import os
 import stat
 import tempfile
@@ -35,6 +37,24 @@ def write_atomic(path: Path, data: str | bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def strict_json(obj: object, *, default=None, **options) -> str:
+    """`obj` as strict JSON, which every reader parses: a non-finite number (NaN, Infinity,
+    what Python's json would write bare) becomes null, as a value not measured is saved.
+    `default` converts other objects as json.dumps' does; `options` are json.dumps'."""
+    convert = None if default is None else (lambda o: _finite(default(o)))
+    return json.dumps(_finite(obj), allow_nan=False, default=convert, **options)
+
+
+def _finite(obj: object) -> object:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_finite(v) for v in obj]
+    return obj
 
 
 def _umask() -> int:

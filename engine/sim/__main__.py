@@ -20,9 +20,11 @@ import click
 from engine.cli import serve_options
 from engine.config import ConfigError, resolve_config
 from engine.model.load import load_model
-from engine.sim.costs import fit, load_costs, score
+from engine.sim.costs import fit, load_costs, read_bounded, score
 from engine.sim.driver import simulate
 from engine.sim.roofline import Roofline
+
+MAX_TRACE_BYTES = 512 * 2**20  # a calibration's step traces are a few MB; a workload less
 
 
 @click.group()
@@ -44,7 +46,7 @@ def run(workload_path, costs_path, model, no_batch, no_prompt_cache, **flags):
         flags["prompt_cache"] = False
     try:
         config = resolve_config({**flags, "model": model}, os.environ)
-        workload = json.loads(Path(workload_path).read_text())
+        workload = json.loads(read_bounded(Path(workload_path), "workload", MAX_TRACE_BYTES))
     except (ConfigError, OSError, ValueError) as e:
         raise click.UsageError(str(e)) from None
     try:
@@ -64,8 +66,11 @@ def run(workload_path, costs_path, model, no_batch, no_prompt_cache, **flags):
 
 def _steps(traces) -> list[dict]:
     try:
-        return [json.loads(line) for t in traces for line in Path(t).read_text().splitlines()
-                if line]  # fmt: skip
+        texts = [read_bounded(Path(t), "step trace", MAX_TRACE_BYTES) for t in traces]
+    except ValueError as e:  # it names the file
+        raise click.UsageError(str(e)) from None
+    try:
+        return [json.loads(line) for text in texts for line in text.splitlines() if line]
     except (OSError, ValueError) as e:
         raise click.UsageError(f"step trace: {e}") from None
 

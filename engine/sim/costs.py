@@ -12,6 +12,9 @@ least-squares fit of the real engine's step trace gives each one's price), per f
 """
 
 import json
+import math
+import os
+import stat
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -24,6 +27,32 @@ FEATURES = {
 }
 PREFILL_TWIN = {"prefill": "prefill_batched", "prefill_batched": "prefill"}  # one path unseen
 KERNEL_ROWS = 16  # the torch backend's DENSE_ROWS: decode rows past it run the GEMM
+MAX_FILE_BYTES = 16 * 2**20  # a cost model, roofline or config.json is a few KB
+
+
+def read_bounded(path: Path, what: str, limit: int = MAX_FILE_BYTES) -> bytes:
+    """A regular file's bytes, counted as read (its claimed size is not trusted), or ValueError
+    with one line: no FIFO or device (each would hang or never end), nothing over `limit`."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ValueError(f"{what} {path}: not a regular file")
+            data = f.read(limit + 1)
+    except OSError as e:
+        raise ValueError(f"{what} {path}: {e.strerror or e}") from None
+    if len(data) > limit:
+        raise ValueError(f"{what} {path}: over {limit // 2**20} MiB")
+    return data
+
+
+def price(value: object, where: str) -> float:
+    """A cost model's number: finite and >= 0 (a NaN never ends a simulation; a negative price
+    runs time backwards), or ValueError naming it."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{where} is {value!r}, not a finite number >= 0")
+    return float(value)
 
 
 def family(kind: str) -> str:
@@ -53,18 +82,22 @@ class CostModel:
         return float(np.dot(c, features(kind, tokens, offsets)))
 
     def save(self, path: Path) -> None:
-        Path(path).write_text(json.dumps(asdict(self), indent=1) + "\n")
+        Path(path).write_text(json.dumps(asdict(self), indent=1, allow_nan=False) + "\n")
 
     @classmethod
     def load(cls, path: Path) -> "CostModel":
-        data = json.loads(Path(path).read_text())
+        data = json.loads(read_bounded(Path(path), "cost model"))
+        if not isinstance(data, dict) or not isinstance(data.get("coefficients"), dict):
+            raise ValueError(f"cost model {path}: coefficients missing or not an object")
         for fam, names in FEATURES.items():
             prices = data["coefficients"].get(fam) or []
-            if len(prices) != len(names):
+            if not isinstance(prices, list) or len(prices) != len(names):
                 raise ValueError(
-                    f"cost model {data['name']} has {len(prices)} {fam} prices where this "
+                    f"cost model {data.get('name')} has {len(prices)} {fam} prices where this "
                     f"engine's form has {len(names)} ({', '.join(names)}): fit it again"
                 )
+            for i, value in enumerate(prices):
+                price(value, f"cost model {path}: coefficients.{fam}[{i}]")
         return cls(
             data["name"], data["source"], data["model"], data["coefficients"], data.get("fit", {})
         )
@@ -77,16 +110,21 @@ def load_costs(spec: str):
 
     path = Path(spec)
     if not path.is_file():
+        if path.exists():  # a FIFO or a device: it would hang or never end
+            raise ValueError(f"cost model {spec}: not a regular file")
         if ":" not in spec:
             raise ValueError(f"cost model {spec}: no such file, nor HARDWARE:SHAPE")
         return Roofline.named(*spec.split(":", 2))
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_bounded(path, "cost model"))
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
         if data.get("form") == "roofline":
             return Roofline.from_dict(data)
         return CostModel.load(path)
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as e:
         why = f"no {e}" if isinstance(e, KeyError) else str(e)
+        why = why.removeprefix(f"cost model {path}: ")  # named once
         raise ValueError(f"cost model {spec}: {why}") from None
 
 

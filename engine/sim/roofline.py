@@ -17,12 +17,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from engine.model.args import ModelArgs
+from engine.sim.costs import price, read_bounded
 
 DATA = Path(__file__).parent / "data"
 BYTES_PER_WEIGHT = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0625,
                     "int4": 0.5625}  # fmt: skip  # int8/int4: a 16-bit scale per group of 32/64
 KV_ELEMENT_BYTES = 2  # bfloat16/float16 K and V
 MASK_ELEMENT_BYTES = 4  # the batched path's float32 mask
+HARDWARE_FIGURES = ("memory_bandwidth", "memory_bytes", "compute_efficiency", "memory_efficiency",
+                    "step_overhead_s", "layer_overhead_s")  # fmt: skip
+DIVISORS = ("memory_bandwidth", "compute_efficiency", "memory_efficiency")
 
 
 @dataclass(frozen=True)
@@ -57,9 +61,9 @@ def shape(name_or_path: str) -> tuple[str, str, ModelArgs]:
         known = ", ".join(sorted(p.stem for p in (DATA / "shapes").glob("*.json")))
         raise ValueError(f"no model shape {name_or_path!r}: known are {known}, or a config.json")
     try:
-        cfg = json.loads(path.read_text())
+        cfg = json.loads(read_bounded(path, "model shape"))
         args = ModelArgs.from_hf_config(cfg)
-    except (ValueError, KeyError, AssertionError) as e:
+    except (ValueError, KeyError, TypeError, AttributeError, AssertionError) as e:
         raise ValueError(f"model shape {path}: not a Llama config.json ({e})") from None
     return cfg.get("_name", path.stem), cfg.get("_source", str(path)), args
 
@@ -129,10 +133,18 @@ class Roofline:
     def save(self, path: Path) -> None:
         data = asdict(self)
         data["args"] = self.args.to_hf_config()
-        Path(path).write_text(json.dumps(data, indent=1) + "\n")
+        Path(path).write_text(json.dumps(data, indent=1, allow_nan=False) + "\n")
 
     @classmethod
     def from_dict(cls, data: dict) -> "Roofline":
         hw = Hardware(**data["hardware"])
+        for name in HARDWARE_FIGURES:
+            if price(getattr(hw, name), f"hardware.{name}") == 0 and name in DIVISORS:
+                raise ValueError(f"hardware.{name} is 0: a step would take forever")
+        if not isinstance(hw.peak_flops, dict) or not hw.peak_flops:
+            raise ValueError("hardware.peak_flops: not an object of peaks")
+        for kind, peak in hw.peak_flops.items():
+            if price(peak, f"hardware.peak_flops.{kind}") == 0:
+                raise ValueError(f"hardware.peak_flops.{kind} is 0: a step would take forever")
         args = ModelArgs.from_hf_config(data["args"])
         return cls(data["name"], data["source"], data["model"], hw, args, data["weights"])

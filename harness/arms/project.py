@@ -4,6 +4,7 @@ built and started from it, this repository's reference engine included."""
 
 from __future__ import annotations
 
+import re
 import string
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -88,6 +89,7 @@ def parse_project(data: dict, path: Path) -> Project:
         raise ProjectError("[server] serve must contain {port} so the harness can pick a port")
     for where, env in (("env", server.get("env", {})), ("isolated.env", isolated.get("env", {}))):
         schema.check_values(env, str, f"[server] {where}")
+    check_ready_path(server.get("ready_path", ""))
     for where, table in (("[server]", server), ("[server.isolated]", isolated)):
         if not 0 < table.get("build_timeout", 1) <= 7 * 86400:
             raise ProjectError(
@@ -108,6 +110,25 @@ def parse_project(data: dict, path: Path) -> Project:
         reports_commit=server.get("reports_commit", False),
         isolated=isolated,
     )
+
+
+def check_ready_path(ready: str) -> None:
+    """`ready_path` is a path on the server the harness started, nothing else: it starts with
+    one `/` (no scheme, no host), has no `.` or `..` segment, no space, no control character
+    and no backslash; ProjectError with one line otherwise."""
+    if not ready:
+        return
+    bad = (
+        not re.fullmatch(r"/[!-~]{0,200}", ready)  # printable ASCII, no space
+        or ready.startswith("//")  # a host: //evil.example/x
+        or "\\" in ready
+        or any(seg in (".", "..") for seg in ready.split("?", 1)[0].split("/"))
+    )
+    if bad:
+        raise ProjectError(
+            f"[server] ready_path {ready!r} must be a path on the server: starting with one "
+            "'/', no '.' or '..' segment, no scheme or host, no spaces or control characters"
+        )
 
 
 def _commands(table: dict) -> list[tuple[str, str]]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from harness.bisect.history import Commit
 from harness.bisect.run import BisectOutcome, Step
-from harness.files import write_atomic
+from harness.files import strict_json, write_atomic
 from harness.names import claim_file
 from harness.report import tables
 from harness.report.report import slug, template_env, write_report
@@ -93,7 +93,7 @@ def write_bisect_report(data: dict, final: Step | None, out_dir: Path) -> Path:
         ]
     )
     stem = claim_file(out_dir, [stem], ".json", (".md",)).stem  # never another bisect's
-    write_atomic(out_dir / f"{stem}.json", json.dumps(data, indent=1) + "\n")
+    write_atomic(out_dir / f"{stem}.json", strict_json(data, indent=1) + "\n")
     md = out_dir / f"{stem}.md"
     page = template_env().get_template("bisect.md.j2")
     line = reproduce(data.get("command", ""), bisect_shas(data))

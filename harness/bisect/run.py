@@ -5,7 +5,6 @@ rules pick the commits and read the verdicts."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from harness.bisect.bisect import (
     next_step,
 )
 from harness.bisect.history import Commit
+from harness.files import strict_json
 from harness.load.phase import Progress
 from harness.report.report import to_plain
 from harness.runs.ab import ABRunner, ab_result
@@ -96,7 +96,9 @@ class Bisector:
         result = ab_result(suite, plans, outcome, self.command)
         # kept as it goes, so an interrupted bisect still shows what each step measured
         runner.log_dir.mkdir(parents=True, exist_ok=True)
-        (runner.log_dir / "comparison.json").write_text(json.dumps(to_plain(outcome["comparison"])))
+        (runner.log_dir / "comparison.json").write_text(
+            strict_json(to_plain(outcome["comparison"]))
+        )
         return Step(role, base, head, time.monotonic() - started, result)
 
     def _plan(self, name: str, commit: Commit, suite: Suite):

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
 from harness.cli.ab import InputError
 from harness.cli.outputs import OutputError, same_file, writable_file
-from harness.files import write_atomic
+from harness.files import strict_json, write_atomic
 from harness.names import claim_file
+from harness.report.checked import check_exportable, check_saved
 from harness.report.saved import read_json, runs_of
 from harness.report.vllm_export import vllm_result
 from harness.stats.compare import ComparisonError
@@ -32,9 +32,12 @@ def export(run_json, out, label):
     of ttft, tpot, itl and e2el in ms, and the per-request lists), for tools that read those.
     The runs must keep their per-request records (a run JSON does)."""
     try:
-        runs = runs_of(read_json(run_json))
+        doc = read_json(run_json)
+        check_saved(doc, run_json)
+        runs = runs_of(doc)
         if not runs or not all(isinstance(r.get("requests"), list) for r in runs):
             raise ComparisonError(f"{run_json}: no per-request records to export")
+        check_exportable(runs, run_json)
         if same_file(out, run_json):
             raise OutputError(f"--out {out} is the input {run_json}: not replaced")
         writable_file(out)
@@ -45,7 +48,7 @@ def export(run_json, out, label):
     except (ComparisonError, OSError) as exc:
         raise InputError(str(exc)) from None
     for i, (run, path) in enumerate(zip(runs, paths, strict=True), 1):
-        write_atomic(path, json.dumps(vllm_result(run, label), indent=1) + "\n")
+        write_atomic(path, strict_json(vllm_result(run, label), indent=1) + "\n")
         wanted = out.with_name(f"{out.stem}-{i}{out.suffix}")
         taken = f" ({wanted.name} exists: not replaced)" if i > 1 and path != wanted else ""
         click.echo(f"vLLM result: {path}{taken}")

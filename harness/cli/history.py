@@ -13,14 +13,17 @@ from harness.escape import terminal
 from harness.history.points import Series, collect, series
 from harness.history.site import publish as write_site
 from harness.report.tables import fmt_value
+from harness.stats.compare import ComparisonError
 
 FOLDER = click.argument(
     "folder", type=click.Path(exists=True, file_okay=False, path_type=Path), metavar="DIR"
 )
 
 
-def _series(folder: Path, suite: str | None, metric: str | None) -> list[Series]:
-    found, skipped = collect(folder)
+def _series(
+    folder: Path, suite: str | None, metric: str | None, exclude: Path | None = None
+) -> list[Series]:
+    found, skipped = collect(folder, exclude)
     for line in skipped:
         click.echo(f"skipped: {terminal(line)}", err=True)
     found = [s for s in found if suite in (None, s.suite) and metric in (None, s.metric)]
@@ -92,10 +95,10 @@ def publish(folder, out, suite, metric):
     """Write a static site of the histories under DIR: one chart per suite x machine x metric
     over commits, change points and A/B verdicts marked, each point linking to its result.
     Nothing is fetched when it is viewed: open OUT/index.html from disk or any file host."""
-    all_series = _series(folder, suite, metric)
+    all_series = _series(folder, suite, metric, exclude=out)  # never its own output
     try:
         writable_dir(out)
         index = write_site(all_series, folder, out)
-    except (OutputError, OSError) as exc:
+    except (OutputError, ComparisonError, OSError) as exc:
         raise InputError(f"site not written: {exc}") from None
     click.echo(f"site: {index} ({len(all_series)} chart(s))")

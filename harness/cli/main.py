@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import gc as collector
-import json
 import os
 import sys
 import traceback
@@ -47,7 +46,7 @@ from harness.cli.outputs import OutputError, writable_file
 from harness.cli.sim import sim
 from harness.cli.sweep import sweep
 from harness.escape import terminal
-from harness.files import write_atomic
+from harness.files import strict_json, write_atomic
 from harness.names import claim_file, release
 from harness.report.display import LiveProgress, print_run
 from harness.runs.machine import harness_version
@@ -241,7 +240,7 @@ def _run(suite, plan, out: Path, repeat: int, ready_timeout: float, quiet: bool)
         _keep(runs, plan.desc, out, console)
         sys.exit(signals.exit_code())
     try:
-        write_atomic(out, json.dumps({"arm": plan.desc, "runs": runs}, indent=1) + "\n")
+        write_atomic(out, strict_json({"arm": plan.desc, "runs": runs}, indent=1) + "\n")
     except OSError as exc:
         raise InputError(f"run JSON not written: {out}: {exc.strerror or exc}") from None
     print_run(Console(), runs)
@@ -255,7 +254,7 @@ def _keep(runs: list[dict], arm: dict, out: Path, console: Console) -> None:
     if runs:
         with contextlib.suppress(OSError):
             doc = {"arm": arm, "runs": runs, "complete": False}
-            write_atomic(out, json.dumps(doc, indent=1) + "\n")
+            write_atomic(out, strict_json(doc, indent=1) + "\n")
             console.print(f"the {len(runs)} finished run(s): {out}", highlight=False)
 
 

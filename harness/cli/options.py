@@ -17,6 +17,8 @@ from harness.arms.project import find_project
 from harness.arms.worktrees import repo_root
 from harness.escape import terminal
 from harness.runs.plan import ArmPlan, Context, Side, check_sides
+from harness.sim.costs import check_costs
+from harness.sim.workload import SimError
 from harness.workload.suite import Suite
 
 
@@ -230,6 +232,12 @@ def arm_context(
     return Context(suite, repo, find_project(repo), model, flags, isolated, api_key, build)
 
 
+class BadFile(click.ClickException):
+    """A file an option names that cannot be used: one `Error:` line, exit 2."""
+
+    exit_code = 2
+
+
 class CostsParam(click.ParamType):
     """A cost model for the simulator: a JSON file (made absolute: the simulator runs in the
     arm's checkout) or HARDWARE:SHAPE[:WEIGHTS], a roofline from the engine's data files."""
@@ -238,7 +246,11 @@ class CostsParam(click.ParamType):
 
     def convert(self, value, param, ctx):
         path = Path(value)
-        if path.is_file():
+        if path.is_file() or (path.exists() and not path.is_dir()):  # a FIFO: refused below
+            try:
+                check_costs(path)
+            except SimError as exc:  # one line, as every bad input file is (no usage)
+                raise BadFile(str(exc)) from None
             return str(path.resolve())
         if re.fullmatch(r"[\w.-]+:[^:]+(:[\w]+)?", str(value)) and not path.exists():
             return str(value)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import platform
 import shlex
 import shutil
@@ -23,7 +22,7 @@ from harness.arms.worktrees import RefError
 from harness.cli.ab import EXIT_INVALID, InputError, input_error
 from harness.cli.options import COSTS, arm_context, harness_command
 from harness.cli.outputs import OutputError, writable_file
-from harness.files import write_atomic
+from harness.files import strict_json, write_atomic
 from harness.report.display import LiveProgress, print_run
 from harness.runs.machine import machine_facts
 from harness.runs.plan import Side, default_refs, plan_arm
@@ -94,7 +93,7 @@ def run_command(suite_name, costs, flags, model, ref, out) -> None:
     )
     result = _guard(lambda: sim_run(suite, plan.arm, costs))
     try:
-        write_atomic(out, json.dumps({"arm": plan.desc, "runs": [result]}, indent=1) + "\n")
+        write_atomic(out, strict_json({"arm": plan.desc, "runs": [result]}, indent=1) + "\n")
     except OSError as exc:
         raise InputError(f"run JSON not written: {out}: {exc.strerror or exc}") from None
     print_run(Console(), [result])
@@ -193,7 +192,7 @@ def _emit(table, verdicts, repeat: int, out: Path | None, command: str) -> None:
     write_atomic(out, f"`{command}`, {when}, on {cpu}.\n\n{text}")
     payload = {"command": command, "created": when, "machine": facts}
     write_atomic(out.with_suffix(".json"),
-                 json.dumps(payload | as_json(table, verdicts), indent=1) + "\n")  # fmt: skip
+                 strict_json(payload | as_json(table, verdicts), indent=1) + "\n")  # fmt: skip
     click.echo(f"table: {out}")
 
 

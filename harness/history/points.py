@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 
+from harness.report.checked import check_saved
 from harness.report.merge import machine_name
 from harness.report.saved import read_json
 from harness.stats.changepoint import ChangePoint, change_points
@@ -93,20 +94,23 @@ def samples(doc: dict, source: str) -> list[Sample]:
     return []
 
 
-def collect(folder: Path) -> tuple[list[Sample], list[str]]:
-    """Every sample in the JSON files under `folder`, and one line per file skipped."""
+def collect(folder: Path, exclude: Path | None = None) -> tuple[list[Sample], list[str]]:
+    """Every sample in the JSON files under `folder` (none under `exclude`: a site published
+    inside it), and one line per file skipped (not a result, damaged, or a link out of it)."""
+    folder = Path(folder)
     found, skipped = [], []
-    for path in sorted(Path(folder).rglob("*.json")):
+    for path in sorted(folder.rglob("*.json")):
         rel = str(path.relative_to(folder))
-        if "/logs/" in f"/{rel}":
+        if "/logs/" in f"/{rel}" or (exclude and path.resolve().is_relative_to(exclude.resolve())):
             continue
         try:
-            doc = read_json(path)
-        except (ComparisonError, OSError) as exc:
-            skipped.append(f"{rel}: {exc}")
-            continue
-        if isinstance(doc, dict):
-            found += samples(doc, rel)
+            doc = read_json(path, within=folder)
+            check_saved(doc, path)
+            if isinstance(doc, dict):
+                found += samples(doc, rel)
+        except ComparisonError as exc:
+            why = str(exc).replace(f"saved result {path}", "").replace(str(path), "")
+            skipped.append(f"{rel}: {why.lstrip(': ')}")
     return found, skipped
 
 

@@ -4,8 +4,8 @@ HTML and inline SVG drawn here: nothing to fetch at view time, no script to fail
 
 from __future__ import annotations
 
+import contextlib
 import re
-import shutil
 import urllib.parse
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -14,10 +14,12 @@ from pathlib import Path
 from markdown_it import MarkdownIt
 from markupsafe import Markup
 
-from harness.files import write_atomic
+from harness.files import read_capped, write_atomic
 from harness.history.points import Series
 from harness.report.report import slug, template_env
+from harness.report.saved import MAX_INPUT_BYTES
 from harness.report.tables import fmt_value
+from harness.stats.compare import ComparisonError
 
 WIDTH, HEIGHT, PAD_L, PAD_R, PAD_T, PAD_B = 760, 240, 70, 20, 16, 28
 VERDICT_COLOR = {"REGRESSION": "#c62828", "INVALID": "#6a1b9a", "INCONCLUSIVE": "#ef6c00",
@@ -87,21 +89,28 @@ def chart(s: Series, links: dict[str, str]) -> Chart:
     return Chart(slug(s.key), s.key, dots, path, steps, ticks)
 
 
+MAX_PAGE_BYTES = 32 * 2**20  # a report is ~10 KB and a plot ~150 KB
 IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s/]+\.png)\)")
 
 
-def _page(source: Path, target: Path, back: str) -> Path:
+def _page(source: Path, target: Path, back: str, folder: Path) -> Path:
     """The result a point links to, placed under the site: its Markdown report as an HTML page
-    (with the plots it shows), else the JSON itself."""
+    (with the plots it shows), else the JSON itself. Each read goes through the one door, none
+    outside `folder`: a report or plot that is a link out of it, or no regular file, is not
+    published (the JSON stands in for such a report)."""
     report = source.with_suffix(".md")
-    if not report.is_file():
+    try:
+        text = read_capped(report, MAX_PAGE_BYTES, "report", ComparisonError, within=folder)
+        text = text.decode("utf-8")
+    except (ComparisonError, UnicodeDecodeError):
         target = target.with_suffix(".json")
-        shutil.copyfile(source, target)
+        write_atomic(target, read_json_bytes(source, folder))
         return target
-    text = report.read_text(encoding="utf-8")
     for png in IMAGE.findall(text):
-        if (source.parent / png).is_file():
-            shutil.copyfile(source.parent / png, target.parent / png)
+        with contextlib.suppress(ComparisonError):
+            data = read_capped(source.parent / png, MAX_PAGE_BYTES, "plot", ComparisonError,
+                               within=folder)  # fmt: skip
+            write_atomic(target.parent / png, data)
     body = MarkdownIt("commonmark", {"html": False}).enable("table").render(text)
     page = (
         template_env()
@@ -115,6 +124,11 @@ def _page(source: Path, target: Path, back: str) -> Path:
     return target
 
 
+def read_json_bytes(source: Path, folder: Path) -> bytes:
+    """A result's own bytes, as history read them: bounded, and from inside `folder`."""
+    return read_capped(source, MAX_INPUT_BYTES, "saved result", ComparisonError, within=folder)
+
+
 def publish(all_series: list[Series], folder: Path, out: Path) -> Path:
     """Write out/index.html and each linked result under out/results/, so the site works from
     a file URL with no network."""
@@ -125,7 +139,7 @@ def publish(all_series: list[Series], folder: Path, out: Path) -> Path:
         target = out / "results" / source
         target.parent.mkdir(parents=True, exist_ok=True)
         back = "../" * (len(Path(source).parts)) + "index.html"
-        page = _page(Path(folder) / source, target, back).relative_to(out)
+        page = _page(Path(folder) / source, target, back, Path(folder)).relative_to(out)
         links[source] = urllib.parse.quote(page.as_posix())  # a file name is no URL
     charts = [chart(s, links) for s in all_series]
     page = (

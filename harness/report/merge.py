@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.escape import markdown
+from harness.report.checked import check_shard
 from harness.report.saved import read_json
 from harness.report.summary import MARK
 from harness.report.tables import fmt_change, fmt_interval
@@ -37,10 +38,11 @@ class Shard:
 
 def machine_name(doc: dict) -> str:
     """The machine a result ran on, as a reader names it: CPU model and core count."""
-    runs = [r.get(a) or {} for r in doc.get("rounds") or [] for a in ("base", "head")]
-    runs += [(r.get("run") or {}) for r in doc.get("runs") or [] if isinstance(r, dict)]
+    rounds, more = (doc.get(k) if isinstance(doc.get(k), list) else [] for k in ("rounds", "runs"))
+    runs = [r.get(a) for r in rounds if isinstance(r, dict) for a in ("base", "head")]
+    runs += [r.get("run") for r in more if isinstance(r, dict)]  # a sweep's: rounds is a count
     for run in runs:
-        if m := run.get("machine"):
+        if isinstance(run, dict) and isinstance(m := run.get("machine"), dict):
             return f"{m.get('cpu_model', '?')} x{m.get('logical_cores', '?')}"
     return "unknown machine"
 
@@ -63,9 +65,13 @@ def _metric_rows(comp: dict, suite: str, machine: str, source: str, where: str =
 def read_shard(path: Path) -> Shard:
     """One result file as a shard; ComparisonError for a file that is none of the three."""
     doc = read_json(path)
-    schema = doc.get("schema", "") if isinstance(doc, dict) else ""
-    if not isinstance(doc, dict) or not isinstance(doc.get("suite"), str):
-        raise ComparisonError(f"{path}: not an A/B, sweep or bisect result")
+    schema = str(doc.get("schema", "")) if isinstance(doc, dict) else ""
+    kind = None if not isinstance(doc, dict) else (
+        "ab" if "comparison" in doc else "sweep" if schema.startswith("servegate.sweep")
+        else "bisect" if schema.startswith("servegate.bisect") else None)  # fmt: skip
+    if kind is None:
+        raise ComparisonError(f"{path}: not an A/B, sweep or bisect result (schema {schema!r})")
+    check_shard(doc, path, kind)  # each field merge reads, named when it is wrong
     suite, machine, name = doc["suite"], machine_name(doc), Path(path).name
     if isinstance(doc.get("comparison"), dict):  # an A/B (harness ab or compare)
         comp = doc["comparison"]

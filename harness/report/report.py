@@ -13,13 +13,14 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from harness import escape
-from harness.files import shipped_dir, write_atomic
+from harness.files import shipped_dir, strict_json, write_atomic
 from harness.names import claim_file, release
 from harness.report import tables
 from harness.report.engagement import engagement
 from harness.report.plots import arms_present, plot_rss, plot_ttft
-from harness.report.saved import is_run, load_result
+from harness.report.saved import is_run, load_result, read_json
 from harness.report.summary import arm_shas, reproduce
+from harness.stats.compare import ComparisonError
 from harness.stats.power import power_rows, round_walls
 
 TEMPLATES = shipped_dir("templates")
@@ -162,10 +163,10 @@ def write_result(doc: dict, out_dir: Path, stem: str) -> bool:
     <stem>.json, slim, naming it in `raw`: tens of KB a repository can keep. True if raw."""
     raw = has_raw(doc)
     if raw:
-        body = gzip.compress(json.dumps(doc).encode(), 6)
+        body = gzip.compress(strict_json(doc).encode(), 6)
         write_atomic(out_dir / f"{stem}.raw.json.gz", body)
         doc = slim(doc) | {"raw": f"{stem}.raw.json.gz"}
-    write_atomic(out_dir / f"{stem}.json", json.dumps(doc, separators=(",", ":")) + "\n")
+    write_atomic(out_dir / f"{stem}.json", strict_json(doc, separators=(",", ":")) + "\n")
     return raw
 
 
@@ -220,9 +221,9 @@ def unique_stem(out_dir: Path, stem: str, created: str, rerender: bool = False) 
     existing = out_dir / f"{stem}.json"
     if rerender and existing.exists():
         try:
-            if json.loads(existing.read_text()).get("created") == created:
+            if read_json(existing).get("created") == created:
                 return stem
-        except (OSError, ValueError, AttributeError):
+        except (ComparisonError, AttributeError):
             pass
     timed = f"{stem}-{slug(created[11:19].replace(':', ''))}" if created[11:19] else stem
     beside = (".md",) if rerender else REPORT_FILES  # a re-render's raw file may lie there

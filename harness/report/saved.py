@@ -10,6 +10,8 @@ import math
 from datetime import UTC, datetime
 from pathlib import Path
 
+from harness.files import read_capped
+from harness.report.checked import check_saved
 from harness.stats.compare import ComparisonError, compare_rounds
 
 DEFAULT_TOLERANCES = {
@@ -31,32 +33,36 @@ COMPARISON_SHAPE = {"verdict": str, "exit_code": int, "rounds": int, "metrics": 
                     "invalid": list, "warnings": list}  # fmt: skip
 
 
-MAX_INPUT_BYTES = 256 * 2**20  # a saved A/B result is 0.4-3 MB; a run JSON with timelines ~10
+MAX_INPUT_BYTES = 64 * 2**20  # a saved A/B result is 0.4-3 MB, a run JSON with timelines ~10,
+# a raw file tens: parsing JSON takes ~25x its size in memory, so this bounds it near 1.6 GB
 # None where not measured on that machine
 MEMORY_KEYS = ("peak_rss_bytes", "peak_device_bytes", "startup_peak_rss_bytes")
 
 
-def read_json(path: Path) -> object:
-    """A saved JSON document, or a gzip-compressed one (`.gz`), within MAX_INPUT_BYTES."""
+def read_json(path: Path, *, within: Path | None = None) -> object:
+    """A saved JSON document, or a gzip-compressed one (`.gz`), within MAX_INPUT_BYTES (counted
+    as read, compressed and not): a regular file only, and with `within` none outside it."""
     path = Path(path)
-    size = path.stat().st_size
-    if size > MAX_INPUT_BYTES:
-        raise ComparisonError(
-            f"{path}: {size / 2**20:.0f} MiB is over the {MAX_INPUT_BYTES // 2**20} MiB a saved "
-            "result may have"
-        )
+    limit = MAX_INPUT_BYTES
+    cap = f"over the {limit // 2**20} MiB a saved result may have"
     try:
-        data = path.read_bytes()
+        data = read_capped(path, limit, "saved result", ComparisonError, within=within)
+    except ComparisonError as exc:
+        head, over, _ = str(exc).rpartition(": over ")  # the door's size line, made plainer
+        raise ComparisonError(f"{head}: {cap}" if over else str(exc)) from None
+    try:
         if path.suffix == ".gz":
             with gzip.GzipFile(fileobj=io.BytesIO(data)) as f:
-                data = f.read(MAX_INPUT_BYTES + 1)
-            if len(data) > MAX_INPUT_BYTES:
-                raise ComparisonError(f"{path}: over {MAX_INPUT_BYTES // 2**20} MiB uncompressed")
+                data = f.read(limit + 1)
+            if len(data) > limit:
+                raise ComparisonError(f"{path}: {cap} (uncompressed)")
         return json.loads(data.decode("utf-8"))
     except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
         raise ComparisonError(f"{path}: not gzip: {exc}") from None
     except UnicodeDecodeError:
         raise ComparisonError(f"{path}: not UTF-8 text") from None
+    except RecursionError:
+        raise ComparisonError(f"{path}: nested too deep to be a saved result") from None
     except ValueError as exc:
         raise ComparisonError(f"{path}: not JSON: {exc}") from None
 
@@ -65,8 +71,14 @@ def with_raw(doc: object, path: Path) -> object:
     """A slim result's raw file (its per-request records and timelines) when it lies beside
     it; else the slim result as it is."""
     raw = doc.get("raw") if isinstance(doc, dict) else None
-    if isinstance(raw, str) and "/" not in raw and (Path(path).parent / raw).is_file():
-        return read_json(Path(path).parent / raw)
+    folder = Path(path).parent
+    if (
+        isinstance(raw, str)
+        and "/" not in raw
+        and raw not in ("", ".", "..")
+        and (folder / raw).exists()
+    ):
+        return read_json(folder / raw, within=folder)
     return doc
 
 
@@ -142,6 +154,7 @@ def load_result(path: Path) -> dict:
     runs_of(doc, "base"), runs_of(doc, "head")
     if not all(isinstance(m, dict) for m in doc["comparison"]["metrics"]):
         raise ComparisonError(f"{where}: comparison.metrics must be objects")
+    check_saved(doc, path)  # then every field the report reads
     return doc
 
 
@@ -154,6 +167,10 @@ def tolerances_of(doc: dict | list) -> dict[str, float]:
     if not all(isinstance(k, str) and isinstance(v, int | float) for k, v in tolerances.items()):
         raise ComparisonError("comparison.metrics: each needs a name and a numeric tolerance")
     return tolerances
+
+
+def _get(doc: object, key: str) -> object:
+    return doc.get(key) if isinstance(doc, dict) else None
 
 
 def _arm(doc: dict | list, arm: str, path: Path, runs: list[dict]) -> dict:
@@ -183,6 +200,8 @@ def compare_saved(
     tolerances = tolerances or tolerances_of(doc_a) or DEFAULT_TOLERANCES
     check_values(base, list(tolerances), a_path)
     check_values(head, list(tolerances), b_path)
+    check_saved(doc_a, a_path)  # then every other field the comparison and report read
+    check_saved(doc_b, b_path)
     n = min(len(base), len(head))
     rounds = [
         {"round": i, "order": ["base", "head"], "base": base[i], "head": head[i], "null": None}
@@ -195,7 +214,7 @@ def compare_saved(
             f"{len(base)} base runs vs {len(head)} head runs: only the first {n} of each compared"
         )
     return {
-        "suite": doc_a.get("suite", "offline") if isinstance(doc_a, dict) else "offline",
+        "suite": suite if isinstance(suite := _get(doc_a, "suite"), str) else "offline",
         "base": _arm(doc_a, arm_a, a_path, base),
         "head": _arm(doc_b, arm_b, b_path, head),
         "rounds": rounds,

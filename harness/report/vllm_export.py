@@ -4,7 +4,6 @@ them) and `mean_/median_/std_/pNN_` of ttft, tpot, itl and e2el in milliseconds.
 
 from __future__ import annotations
 
-import statistics
 from datetime import datetime
 
 import numpy as np
@@ -16,13 +15,14 @@ METRICS = ("ttft", "tpot", "itl", "e2el")
 
 
 def _stats(name: str, values_ms: list[float]) -> dict[str, float]:
-    xs = values_ms or [0.0]  # vLLM reports 0 for a metric with no sample
-    out = {
-        f"mean_{name}_ms": float(statistics.fmean(xs)),
-        f"median_{name}_ms": float(np.median(xs)),
-        f"std_{name}_ms": float(np.std(xs)),
-    }
-    return out | {f"p{p}_{name}_ms": float(np.percentile(xs, p)) for p in PERCENTILES}
+    xs = np.asarray(values_ms or [0.0], dtype=float)  # vLLM reports 0 for no sample
+    with np.errstate(all="ignore"):  # a sum past float's range is inf, written as null
+        out = {
+            f"mean_{name}_ms": float(np.mean(xs)),
+            f"median_{name}_ms": float(np.median(xs)),
+            f"std_{name}_ms": float(np.std(xs)),
+        }
+        return out | {f"p{p}_{name}_ms": float(np.percentile(xs, p)) for p in PERCENTILES}
 
 
 def vllm_result(run: dict, label: str = "servegate") -> dict:

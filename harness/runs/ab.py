@@ -3,7 +3,6 @@ order every round, then gated by stats/compare.py and written up by report/repor
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -12,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.arms.launcher import LaunchError, reopen, stop_all
-from harness.files import write_atomic
+from harness.files import strict_json, write_atomic
 from harness.load.phase import Progress
 from harness.runs.plan import ArmPlan, commit_problem
 from harness.runs.run import Started, run_arm, start_arm
@@ -154,7 +153,7 @@ class ABRunner:
             run["valid"] = False
             run["invalid_reasons"] = [*run.get("invalid_reasons", []), problem]
         # kept at once, beside the server's log: whatever ends this A/B, the run survives
-        write_atomic(log.with_name(f"round{rnd}-{name}.run.json"), json.dumps(run, default=str))
+        write_atomic(log.with_name(f"round{rnd}-{name}.run.json"), strict_json(run, default=str))
         if run.get("outcome") == "crashed":
             server = run.get("server") or {}
             msg = f"server exited with code {server.get('exit_code')} under load"

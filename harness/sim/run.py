@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.arms.arms import REPO_ROOT, Arm
+from harness.files import strict_json
 from harness.load.counters import deltas, parse_metrics
 from harness.load.metrics import run_summary
 from harness.load.phase import PhaseResult
@@ -37,7 +38,7 @@ def simulate(arm: Arm, costs: str, wl: dict) -> dict:
     if arm.kind != "project":
         raise SimError("harness sim runs the reference engine's scheduler: a project arm only")
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(wl, f)
+        f.write(strict_json(wl))
     python = arm.python or sys.executable
     argv = [python, "-m", "engine.sim", "run", "--workload", f.name,
             "--costs", str(costs), "--model", arm.model,

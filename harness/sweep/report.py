@@ -3,7 +3,6 @@ templates/sweep.md.j2 beside it, the three sweep plots, and the terminal summary
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from harness import escape
 from harness.files import write_atomic
 from harness.names import release
 from harness.report.report import slug, template_env, to_plain, unique_stem, write_result
+from harness.report.saved import read_json
 from harness.report.summary import reproduce, sweep_shas
 from harness.report.tables import centre, fmt_interval, fmt_ratio, fmt_value, machine_lines
 from harness.runs.plan import ArmPlan
@@ -266,6 +266,6 @@ def print_sweep(console: Console, result: dict, report: Path | None) -> None:
 def rerender_sweep_report(json_path: Path, out_dir: Path | None = None) -> Path:
     """Render the report and plots again from a saved sweep JSON."""
     json_path = Path(json_path)
-    result = json.loads(json_path.read_text())
+    result = read_json(json_path)
     out_dir = out_dir if out_dir is not None else json_path.parent
     return write_sweep_report(result, out_dir, rerender=True)

@@ -6,9 +6,12 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+from harness.files import read_capped
+
 NUMBER = (int, float)
 TABLE = dict
 ARRAY = list
+MAX_TOML_BYTES = 4 * 2**20  # a suite or a servegate.toml is a few KB
 
 SUITE = {
     "name": str, "description": str, "model": str, "flags": (str, ARRAY, TABLE), "warmup": TABLE,
@@ -37,7 +40,8 @@ class SchemaError(ValueError):
 def read_toml(path: Path) -> dict:
     """A TOML file's tables; SchemaError (one line, naming the file) when it cannot be read."""
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        text = read_capped(path, MAX_TOML_BYTES, "TOML file", SchemaError).decode("utf-8")
+        return tomllib.loads(text)
     except UnicodeDecodeError as exc:
         raise SchemaError(
             f"{path}: not UTF-8 text (byte {exc.start}): TOML must be UTF-8"
@@ -46,6 +50,8 @@ def read_toml(path: Path) -> dict:
         raise SchemaError(f"{path}: cannot read: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise SchemaError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise SchemaError(f"{path}: not valid TOML: nested too deep") from None
 
 
 def _is(value: object, kinds: type | tuple[type, ...]) -> bool:
