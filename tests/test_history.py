@@ -158,3 +158,16 @@ def test_a_chart_marks_the_step_and_colours_ab_verdicts():
     assert c.dots[6].y < c.dots[5].y  # higher value, higher on the chart
     (step,) = c.steps
     assert c.dots[5].x < step["x"] < c.dots[6].x and step["worse"]
+
+
+def test_a_step_under_the_minimum_size_is_never_named():
+    """A series quiet enough makes any shift significant (0.1% between commits run one after
+    another was named with confidence 99.9%): a change point must also move the median by at
+    least MIN_STEP, either way."""
+    rng = np.random.default_rng(9)
+    x = 100 * rng.lognormal(0, 0.0002, 16)
+    for small in (1.001, 1 / 1.015, 1.015):
+        assert change_points(list(np.concatenate([x[:8], x[8:] * small]))) == []
+    for large in (1.03, 1 / 1.03):
+        (c,) = change_points(list(np.concatenate([x[:8], x[8:] * large])))
+        assert c.index == 8 and abs(c.ratio - large) < 0.002

@@ -6,7 +6,9 @@ The series is one value per commit (the median of its runs), in commit order, on
 energy-distance statistic between its two sides, then keeps it only when fewer than SIG of
 PERMUTATIONS shuffles within those segments give a larger maximum; a kept split cuts its
 segment in two and the search goes on. On pure noise the first test is the only one made, so
-the chance of naming any change point is SIG (docs/history.md, "Change points")."""
+the chance of naming any change point is SIG. A split that moves the median by less than
+MIN_STEP is then dropped: a quiet enough series makes any shift significant, not one that
+matters (docs/history.md, "Change points")."""
 
 from __future__ import annotations
 
@@ -20,6 +22,9 @@ SIG = 0.005  # permutation p-value a change point must reach
 PERMUTATIONS = 999  # p = (exceeding + 1) / (PERMUTATIONS + 1): a p of 0.005 allows 4
 MIN_SIZE = 3  # commits on each side of a change point
 ALPHA = 1.0  # exponent of the distance (0 < alpha < 2): 1 is the energy distance
+MIN_STEP = 0.02  # a change point moves the median at least this much: a quieter series makes
+# a smaller shift significant (a machine's drift between commits run one after another), not
+# one that matters
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,9 +91,11 @@ def change_points(
     sig: float = SIG,
     permutations: int = PERMUTATIONS,
     min_size: int = MIN_SIZE,
+    min_step: float = MIN_STEP,
     seed: int = 0,
 ) -> list[ChangePoint]:
-    """The change points of a positive series, in order; [] when it holds no significant step."""
+    """The change points of a positive series, in order; [] when it holds no significant step
+    of at least `min_step` (a ratio's distance from 1, either way)."""
     x = np.log(np.asarray(values, dtype=float))
     if x.size < 2 * min_size or not np.all(np.isfinite(x)):
         return []
@@ -111,10 +118,21 @@ def change_points(
             break
         found[where] = p
         cuts = sorted([*cuts, where])
-    out = []
-    for where, p in sorted(found.items()):
-        i = cuts.index(where)
-        before = median(values[cuts[i - 1] : where])
-        after = median(values[where : cuts[i + 1]])
-        out.append(ChangePoint(where, before, after, p))
-    return out
+    return sized(values, found, min_step)
+
+
+def sized(values: list[float], found: dict[int, float], min_step: float) -> list[ChangePoint]:
+    """The significant splits (index -> p) that move the median between their neighbouring
+    splits by at least `min_step`: the smallest step under it is dropped and the rest measured
+    again without it, until every one left matters."""
+    kept = dict(found)
+    while True:
+        cuts = [0, *sorted(kept), len(values)]
+        points = [
+            ChangePoint(w, median(values[a:w]), median(values[w:b]), kept[w])
+            for a, w, b in zip(cuts, cuts[1:], cuts[2:], strict=False)
+        ]
+        small = [c for c in points if abs(math.log(c.ratio)) < math.log1p(min_step)]
+        if not small:
+            return points
+        del kept[min(small, key=lambda c: abs(math.log(c.ratio))).index]
