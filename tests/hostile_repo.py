@@ -18,6 +18,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import project_repo
 from harness_helpers import unique_marker, wait_no_survivors
 from project_repo import ProjectRepo
 
@@ -56,24 +57,7 @@ def evil_file_name(beacon: str) -> str:
     return f'x"><svg onload="{SET}"><img src="file-img" onerror="{SET}">.json'
 
 
-SUITE = """\
-model = "{model}"
-description = {description}
-[warmup]
-requests = 2
-prompt_tokens = 8
-max_tokens = 2
-[[phase]]
-name = "load"
-arrival = "concurrency"
-clients = 2
-requests = 8
-prompt_tokens = 16
-max_tokens = 4
-[gate]
-ttft_p50_ms = 0.25
-ttft_p95_ms = 0.25
-"""
+SUITE = project_repo.SUITE.replace("\n[warmup]", "\ndescription = {description}\n[warmup]", 1)
 
 
 @dataclass
