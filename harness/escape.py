@@ -63,6 +63,6 @@ def fence(text: object, info: str = "") -> str:
 def terminal(text: object, *, multiline: bool = False) -> str:
     """`text` safe to print: escape sequences dropped, other control characters (a carriage
     return that rewrites the line, a bell, bidirectional overrides) shown as `\\xNN`; newlines
-    kept only where `multiline` (a log tail), else the lines joined by a space."""
+    kept only where `multiline` (a log tail), else each line joined by ' / '."""
     lines = _visible(str(text)).split("\n")
-    return "\n".join(lines) if multiline else " ".join(x.strip() for x in lines if x.strip())
+    return "\n".join(lines) if multiline else " / ".join(x for x in lines if x.strip())

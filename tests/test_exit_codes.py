@@ -283,10 +283,10 @@ def test_the_verdict_is_printed_and_kept_when_the_report_fails(tmp_path, monkeyp
     assert r.returncode == 1, r.stdout + r.stderr  # still the verdict's code, not 2, not 1-by-crash
     assert "verdict: REGRESSION (exit 1" in r.stdout and "report:" not in r.stdout
     errors = [line for line in r.stderr.splitlines() if "error" in line]
-    assert errors == ["error: report not written: RuntimeError: template exploded with two lines"]
+    assert errors == ["error: report not written: RuntimeError: template exploded / with two lines"]
     saved = next((tmp_path / "results").glob("*.json"))  # `harness report`: the report is
     out = cli("report", str(saved), cwd=tmp_path)  # its product, so a failure there is exit 2
-    one_line_error(out, "report not written: RuntimeError: template exploded with two lines")
+    one_line_error(out, "report not written: RuntimeError: template exploded / with two lines")
 
 
 def test_the_exit_code_survives_a_verdict_table_that_fails(tmp_path, monkeypatch):
