@@ -12,7 +12,7 @@ import sys
 import pytest
 from test_exit_codes import SUITE, cli, one_line_error
 
-import harness.report.saved as saved
+import harness.results.store as store
 
 from fake_runs import make_run
 
@@ -45,7 +45,7 @@ def test_a_missing_memory_peak_is_not_measured_not_damaged(tmp_path):
 
 
 def test_an_input_over_the_cap_is_refused_before_it_is_read(tmp_path, monkeypatch):
-    monkeypatch.setattr(saved, "MAX_INPUT_BYTES", 100)
+    monkeypatch.setattr(store, "MAX_INPUT_BYTES", 100)
     a, b = runs_file(tmp_path, "a.json"), runs_file(tmp_path, "b.json")
     one_line_error(cli("compare", a, b, cwd=tmp_path), "a saved result may have")
 

@@ -9,8 +9,8 @@ from harness_helpers import scripted, unique_marker, write_suite
 from test_ab_commands import harness
 from test_exit_codes import SUITE
 
-from harness.stats.verdict import lower_is_better
-from harness.workload.suite import GATE_KEYS, SuiteError, load_suite
+from harness.results.metrics import GATEABLE, metric
+from harness.workload.suite import SuiteError, load_suite
 
 
 def test_slower_tokens_after_the_first_are_a_regression_named_on_itl(tmp_path):
@@ -42,7 +42,7 @@ def test_goodput_needs_an_slo_and_limits_are_checked(tmp_path):
 
 
 def test_every_gateable_key_has_a_direction():
-    directions = {key: lower_is_better(key) for key in GATE_KEYS}
+    directions = {key: metric(key).lower_is_better for key in GATEABLE}
     assert not directions["goodput_req_s"] and not directions["tok_s"]
     assert directions["queue_p95_ms"] and directions["itl_p50_ms"] and directions["e2e_p95_ms"]
 

@@ -15,6 +15,7 @@ from harness.names import claim_file
 from harness.report import tables
 from harness.report.report import slug, template_env, write_report
 from harness.report.summary import bisect_shas, reproduce
+from harness.results.store import schema
 
 
 def _commit(c: Commit) -> dict:
@@ -45,7 +46,7 @@ def summary(outcome: BisectOutcome, suite: str, good: Commit, command: str) -> d
     marks = {s.head.sha: str(s.mark) for s in outcome.steps if s.role == "step" and s.mark}
     marks[outcome.commits[-1].sha] = "bad"
     return {
-        "schema": "servegate.bisect/1",
+        "schema": schema("bisect"),
         "suite": suite,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "good": _commit(good),

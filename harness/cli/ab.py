@@ -6,7 +6,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from statistics import median
 from typing import NoReturn
 
 import click
@@ -43,6 +42,8 @@ from harness.report.display import LiveProgress
 from harness.report.report import to_plain, write_report
 from harness.report.saved import compare_saved, load_result
 from harness.report.summary import ab_summary, append_summary, summary_targets
+from harness.report.tables import fmt_value
+from harness.results.metrics import Method
 from harness.runs.ab import ABRunner, ab_result
 from harness.runs.plan import default_refs, label_arms, plan_arm, unsampled_memory
 from harness.sim.gate import compare_simulated
@@ -84,18 +85,13 @@ def one_line(message: object) -> str:
     return " ".join(terminal(message).split()) or "no message"
 
 
-def _median(xs: list) -> float | None:
-    xs = [x for x in xs if x is not None]
-    return median(xs) if xs else None
-
-
 def fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:,.3f}" if abs(x) < 1000 else f"{x:,.0f}"
 
 
 def _interval(m: dict, named: bool = False) -> str:
     """The ratio's 95% CI, or `exact (simulated)` for a simulated A/B's (no sampling)."""
-    if m.get("method") == "simulated":
+    if m.get("method") == Method.SIMULATED:
         return "exact (simulated)"
     ci = f"[{fmt(m['ci_low'])}, {fmt(m['ci_high'])}]"
     return f"95% CI {ci}" if named else ci
@@ -111,8 +107,8 @@ def print_verdict(console: Console, ab: dict) -> None:
         ci = _interval(m)
         table.add_row(
             shown(m["name"]),
-            fmt(_median(m["base"])),
-            fmt(_median(m["head"])),
+            fmt_value(m["name"], m["base_value"]),  # as the report shows them
+            fmt_value(m["name"], m["head_value"]),
             fmt(m["ratio"]),
             ci,
             f"{m['tolerance']:.0%}",

@@ -10,9 +10,10 @@ from harness.cli.ab import InputError
 from harness.cli.outputs import OutputError, same_file, writable_file
 from harness.files import strict_json, write_atomic
 from harness.names import claim_file
-from harness.report.checked import check_exportable, check_saved
-from harness.report.saved import read_json, runs_of
+from harness.report.saved import runs_of
 from harness.report.vllm_export import vllm_result
+from harness.results import store
+from harness.results.checked import check_exportable
 from harness.stats.compare import ComparisonError
 
 
@@ -32,8 +33,7 @@ def export(run_json, out, label):
     of ttft, tpot, itl and e2el in ms, and the per-request lists), for tools that read those.
     The runs must keep their per-request records (a run JSON does)."""
     try:
-        doc = read_json(run_json)
-        check_saved(doc, run_json)
+        doc = store.load(run_json)
         runs = runs_of(doc)
         if not runs or not all(isinstance(r.get("requests"), list) for r in runs):
             raise ComparisonError(f"{run_json}: no per-request records to export")

@@ -8,12 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 
-from harness.report.checked import check_saved
 from harness.report.merge import machine_name
-from harness.report.saved import read_json
+from harness.results import metrics, store
 from harness.stats.changepoint import ChangePoint, change_points
 from harness.stats.compare import ComparisonError
-from harness.stats.verdict import lower_is_better
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +55,7 @@ class Series:
         return f"{self.suite} | {self.machine} | {self.metric}"
 
     def worse(self, change: ChangePoint) -> bool:
-        return (change.ratio > 1) == lower_is_better(self.metric)
+        return (change.ratio > 1) == metrics.metric(self.metric).lower_is_better
 
 
 def _gated(names: object) -> list[str]:
@@ -104,8 +102,7 @@ def collect(folder: Path, exclude: Path | None = None) -> tuple[list[Sample], li
         if "/logs/" in f"/{rel}" or (exclude and path.resolve().is_relative_to(exclude.resolve())):
             continue
         try:
-            doc = read_json(path, within=folder)
-            check_saved(doc, path)
+            doc = store.load(path, within=folder)
             if isinstance(doc, dict):
                 found += samples(doc, rel)
         except ComparisonError as exc:

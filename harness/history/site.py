@@ -17,8 +17,8 @@ from markupsafe import Markup
 from harness.files import read_capped, write_atomic
 from harness.history.points import Series
 from harness.report.report import slug, template_env
-from harness.report.saved import MAX_INPUT_BYTES
 from harness.report.tables import fmt_value
+from harness.results.store import MAX_INPUT_BYTES
 from harness.stats.compare import ComparisonError
 
 WIDTH, HEIGHT, PAD_L, PAD_R, PAD_T, PAD_B = 760, 240, 70, 20, 16, 28

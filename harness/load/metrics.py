@@ -7,16 +7,11 @@ import math
 from typing import TYPE_CHECKING
 
 from harness.load.record import RequestRecord
+from harness.results.metrics import CATALOGUE, SUMMARY_KEYS
 
 if TYPE_CHECKING:  # imported where used: a second of import that `harness --help` need not pay
     import pandas as pd
 
-SUMMARY_KEYS = (
-    "ttft_p50_ms", "ttft_p95_ms", "ttft_p99_ms", "tpot_ms", "itl_p50_ms", "itl_p95_ms",
-    "e2e_p50_ms", "e2e_p95_ms", "queue_p50_ms", "queue_p95_ms", "tok_s", "req_s",
-    "goodput_req_s", "errors", "peak_rss_bytes", "peak_rss_sampled_bytes", "peak_device_bytes",
-    "startup_s", "startup_peak_rss_bytes",
-)  # fmt: skip
 SLO_COLUMNS = {"ttft_ms": "ttft_ms", "tpot_ms": "tpot_ms", "e2e_ms": "e2e_ms"}
 
 
@@ -65,23 +60,16 @@ def latency_stats(records: list[RequestRecord], slo: dict[str, float] | None = N
 
     df = frame(records)
     ok = df[df["ok"]] if len(df) else df
-    itl = [g * 1e3 for r in records if r.ok for g in r.itl_s]
+    itl = pd.Series([g * 1e3 for r in records if r.ok for g in r.itl_s], dtype=float)
+    columns = {c: ok[c].dropna() for c in ("ttft_ms", "tpot_ms", "e2e_ms", "queue_ms") if len(ok)}
+    columns["itl_ms"] = itl
     span = sum(_span(df[df["phase"] == name]) for name in dict.fromkeys(df.get("phase", [])))
     tokens = int(ok["tokens"].sum()) if len(ok) else 0
     return {
         "requests": len(df),
         "ok": len(ok),
         "errors": len(df) - len(ok),
-        "ttft_p50_ms": _q(ok, "ttft_ms", 0.50),
-        "ttft_p95_ms": _q(ok, "ttft_ms", 0.95),
-        "ttft_p99_ms": _q(ok, "ttft_ms", 0.99),
-        "tpot_ms": _q(ok, "tpot_ms", 0.50),
-        "itl_p50_ms": float(pd.Series(itl).quantile(0.5)) if itl else None,
-        "itl_p95_ms": float(pd.Series(itl).quantile(0.95)) if itl else None,
-        "e2e_p50_ms": _q(ok, "e2e_ms", 0.50),
-        "e2e_p95_ms": _q(ok, "e2e_ms", 0.95),
-        "queue_p50_ms": _q(ok, "queue_ms", 0.50),
-        "queue_p95_ms": _q(ok, "queue_ms", 0.95),
+        **{m.name: _q(columns.get(m.column), m.quantile) for m in CATALOGUE if m.column},
         "output_tokens": tokens,
         "tok_s": tokens / span if span > 0 else None,
         "req_s": len(ok) / span if span > 0 else None,
@@ -110,8 +98,7 @@ def run_summary(
     summary["peak_device_bytes"] = _max(m.get("peak_device_bytes") for m in phase_memory)
     summary["startup_s"] = startup_s
     summary["startup_peak_rss_bytes"] = startup_peak
-    extra = {k: stats[k] for k in ("token_mismatches", "usage_missing")}
-    return {k: summary[k] for k in SUMMARY_KEYS} | extra
+    return {k: summary[k] for k in SUMMARY_KEYS}
 
 
 def _span(df: pd.DataFrame) -> float:
@@ -121,11 +108,8 @@ def _span(df: pd.DataFrame) -> float:
     return float(ok["end"].max() - df["send"].min())
 
 
-def _q(df: pd.DataFrame, col: str, q: float) -> float | None:
-    if not len(df):
-        return None
-    values = df[col].dropna()
-    return float(values.quantile(q)) if len(values) else None
+def _q(values: pd.Series | None, q: float) -> float | None:
+    return float(values.quantile(q)) if values is not None and len(values) else None
 
 
 def _ms(seconds: float | None) -> float | None:

@@ -11,28 +11,7 @@ from rich.table import Table
 from harness import escape as shown
 from harness.load.phase import Progress as PhaseProgress
 from harness.load.record import RequestRecord
-
-MIB = 1024 * 1024
-ROWS = (
-    ("TTFT p50 (ms)", "ttft_p50_ms", "{:.1f}"),
-    ("TTFT p95 (ms)", "ttft_p95_ms", "{:.1f}"),
-    ("TTFT p99 (ms)", "ttft_p99_ms", "{:.1f}"),
-    ("TPOT p50 (ms)", "tpot_ms", "{:.2f}"),
-    ("ITL p50 (ms)", "itl_p50_ms", "{:.2f}"),
-    ("E2E p50 (ms)", "e2e_p50_ms", "{:.1f}"),
-    ("E2E p95 (ms)", "e2e_p95_ms", "{:.1f}"),
-    ("output tok/s", "tok_s", "{:.1f}"),
-    ("requests/s", "req_s", "{:.2f}"),
-    ("errors", "errors", "{}"),
-    ("token count mismatches", "token_mismatches", "{}"),
-    ("responses without usage", "usage_missing", "{}"),
-    ("client queue p50 (ms)", "queue_p50_ms", "{:.1f}"),
-    ("peak RSS, exact (MiB)", "peak_rss_bytes", "mib"),
-    ("peak RSS, sampled (MiB)", "peak_rss_sampled_bytes", "mib"),
-    ("peak device (MiB)", "peak_device_bytes", "mib"),
-    ("startup (s)", "startup_s", "{:.2f}"),
-    ("startup peak RSS (MiB)", "startup_peak_rss_bytes", "mib"),
-)
+from harness.results.metrics import CATALOGUE
 
 
 class LiveProgress(PhaseProgress):
@@ -62,21 +41,13 @@ class LiveProgress(PhaseProgress):
             self.bar.advance(self.task)
 
 
-def fmt(value: object, pattern: str) -> str:
-    if value is None:
-        return "-"
-    if pattern == "mib":
-        return f"{value / MIB:.1f}"
-    return pattern.format(value)
-
-
 def summary_table(runs: list[dict], title: str) -> Table:
     table = Table(title=escape(shown.terminal(title)), title_justify="left")  # names as they are
     table.add_column("metric")
     for i in range(len(runs)):
         table.add_column(f"run {i + 1}" if len(runs) > 1 else "value", justify="right")
-    for label, key, pattern in ROWS:
-        table.add_row(label, *(fmt(run["summary"].get(key), pattern) for run in runs))
+    for m in CATALOGUE:
+        table.add_row(m.heading, *(m.number(run["summary"].get(m.name)) for run in runs))
     table.add_row("sampled caught exact peak", *(_caught(run) for run in runs))
     table.add_row("verdict", *(_verdict(run) for run in runs))
     table.add_row("fingerprint", *(run["fingerprint"] for run in runs))

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.escape import markdown
-from harness.report.checked import check_shard
-from harness.report.saved import read_json
 from harness.report.summary import MARK
 from harness.report.tables import fmt_change, fmt_interval
+from harness.results import store
+from harness.results.checked import check_shard
 from harness.stats.compare import EXIT_MEANING, ComparisonError
 
 RANK = ("INVALID", "REGRESSION", "INCONCLUSIVE", "IMPROVEMENT", "PASS", "VALID", "NAMED")
@@ -64,7 +64,8 @@ def _metric_rows(comp: dict, suite: str, machine: str, source: str, where: str =
 
 def read_shard(path: Path) -> Shard:
     """One result file as a shard; ComparisonError for a file that is none of the three."""
-    doc = read_json(path)
+    doc = store.read_json(path)
+    store.version(doc, path)
     schema = str(doc.get("schema", "")) if isinstance(doc, dict) else ""
     kind = None if not isinstance(doc, dict) else (
         "ab" if "comparison" in doc else "sweep" if schema.startswith("servegate.sweep")
@@ -72,6 +73,7 @@ def read_shard(path: Path) -> Shard:
     if kind is None:
         raise ComparisonError(f"{path}: not an A/B, sweep or bisect result (schema {schema!r})")
     check_shard(doc, path, kind)  # each field merge reads, named when it is wrong
+    doc = store.migrate(doc, path)
     suite, machine, name = doc["suite"], machine_name(doc), Path(path).name
     if isinstance(doc.get("comparison"), dict):  # an A/B (harness ab or compare)
         comp = doc["comparison"]

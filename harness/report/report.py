@@ -18,8 +18,9 @@ from harness.names import claim_file, release
 from harness.report import tables
 from harness.report.engagement import engagement
 from harness.report.plots import arms_present, plot_rss, plot_ttft
-from harness.report.saved import is_run, load_result, read_json
+from harness.report.saved import is_run, load_result
 from harness.report.summary import arm_shas, reproduce
+from harness.results.store import read_json
 from harness.stats.compare import ComparisonError
 from harness.stats.power import power_rows, round_walls
 

@@ -3,15 +3,12 @@ files offline (`harness compare A.json B.json`: A's runs are base, B's runs are 
 
 from __future__ import annotations
 
-import gzip
-import io
-import json
 import math
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness.files import read_capped
-from harness.report.checked import check_saved
+from harness.results import store
+from harness.results.metrics import METRICS
 from harness.stats.compare import ComparisonError, compare_rounds
 
 DEFAULT_TOLERANCES = {
@@ -33,40 +30,6 @@ COMPARISON_SHAPE = {"verdict": str, "exit_code": int, "rounds": int, "metrics": 
                     "invalid": list, "warnings": list}  # fmt: skip
 
 
-MAX_INPUT_BYTES = 64 * 2**20  # a saved A/B result is 0.4-3 MB, a run JSON with timelines ~10,
-# a raw file tens: parsing JSON takes ~25x its size in memory, so this bounds it near 1.6 GB
-# None where not measured on that machine
-MEMORY_KEYS = ("peak_rss_bytes", "peak_device_bytes", "startup_peak_rss_bytes")
-
-
-def read_json(path: Path, *, within: Path | None = None) -> object:
-    """A saved JSON document, or a gzip-compressed one (`.gz`), within MAX_INPUT_BYTES (counted
-    as read, compressed and not): a regular file only, and with `within` none outside it."""
-    path = Path(path)
-    limit = MAX_INPUT_BYTES
-    cap = f"over the {limit // 2**20} MiB a saved result may have"
-    try:
-        data = read_capped(path, limit, "saved result", ComparisonError, within=within)
-    except ComparisonError as exc:
-        head, over, _ = str(exc).rpartition(": over ")  # the door's size line, made plainer
-        raise ComparisonError(f"{head}: {cap}" if over else str(exc)) from None
-    try:
-        if path.suffix == ".gz":
-            with gzip.GzipFile(fileobj=io.BytesIO(data)) as f:
-                data = f.read(limit + 1)
-            if len(data) > limit:
-                raise ComparisonError(f"{path}: {cap} (uncompressed)")
-        return json.loads(data.decode("utf-8"))
-    except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
-        raise ComparisonError(f"{path}: not gzip: {exc}") from None
-    except UnicodeDecodeError:
-        raise ComparisonError(f"{path}: not UTF-8 text") from None
-    except RecursionError:
-        raise ComparisonError(f"{path}: nested too deep to be a saved result") from None
-    except ValueError as exc:
-        raise ComparisonError(f"{path}: not JSON: {exc}") from None
-
-
 def with_raw(doc: object, path: Path) -> object:
     """A slim result's raw file (its per-request records and timelines) when it lies beside
     it; else the slim result as it is."""
@@ -78,7 +41,7 @@ def with_raw(doc: object, path: Path) -> object:
         and raw not in ("", ".", "..")
         and (folder / raw).exists()
     ):
-        return read_json(folder / raw, within=folder)
+        return store.read_json(folder / raw, within=folder)
     return doc
 
 
@@ -120,8 +83,8 @@ def check_values(runs: list[dict], metrics: list[str], path: Path) -> None:
             continue  # an invalid run makes the comparison INVALID on its own
         for name in metrics:
             value = run["summary"].get(name)
-            if value is None and name in MEMORY_KEYS:
-                continue
+            if value is None and METRICS[name].memory_peak:
+                continue  # not measured on that machine
             ok = isinstance(value, int | float) and not isinstance(value, bool)
             if not ok or not math.isfinite(value) or value <= 0:
                 raise ComparisonError(
@@ -137,7 +100,7 @@ def is_run(run: object) -> bool:
 def load_result(path: Path) -> dict:
     """A saved A/B result (`harness ab` or `harness compare` wrote it), its shape checked: the
     raw file beside a slim JSON when it is there (plots need it), else the slim JSON."""
-    doc = with_raw(read_json(path), path)
+    doc = with_raw(store.read_json(path), path)
     where = f"{path}: not an A/B result"
     if not isinstance(doc, dict):
         raise ComparisonError(f"{where} (a JSON object with rounds and a comparison)")
@@ -154,8 +117,7 @@ def load_result(path: Path) -> dict:
     runs_of(doc, "base"), runs_of(doc, "head")
     if not all(isinstance(m, dict) for m in doc["comparison"]["metrics"]):
         raise ComparisonError(f"{where}: comparison.metrics must be objects")
-    check_saved(doc, path)  # then every field the report reads
-    return doc
+    return store.checked(doc, path)  # then every field the report reads
 
 
 def tolerances_of(doc: dict | list) -> dict[str, float]:
@@ -193,15 +155,16 @@ def compare_saved(
     """An A/B result (ready for write_report) from two saved files: A's runs as base, B's as
     head, paired by index. Tolerances default to A's own, else DEFAULT_TOLERANCES."""
     a_path, b_path = Path(a_path), Path(b_path)
-    doc_a, doc_b = with_raw(read_json(a_path), a_path), with_raw(read_json(b_path), b_path)
+    doc_a = with_raw(store.read_json(a_path), a_path)
+    doc_b = with_raw(store.read_json(b_path), b_path)
     base, head = _runs_in(doc_a, arm_a, a_path), _runs_in(doc_b, arm_b, b_path)
     if not base or not head:
         raise ComparisonError(f"no runs in {a_path if not base else b_path}")
     tolerances = tolerances or tolerances_of(doc_a) or DEFAULT_TOLERANCES
     check_values(base, list(tolerances), a_path)
     check_values(head, list(tolerances), b_path)
-    check_saved(doc_a, a_path)  # then every other field the comparison and report read
-    check_saved(doc_b, b_path)
+    doc_a = store.checked(doc_a, a_path)  # then every other field the comparison and report read
+    doc_b = store.checked(doc_b, b_path)
     n = min(len(base), len(head))
     rounds = [
         {"round": i, "order": ["base", "head"], "base": base[i], "head": head[i], "null": None}

@@ -4,10 +4,11 @@ that templates/report.md.j2 lays out."""
 from __future__ import annotations
 
 import json
-import math
+from dataclasses import asdict
 from statistics import median
 
 from harness.escape import markdown
+from harness.results.metrics import METRICS, Method
 from harness.runs.machine import machine_identity
 from harness.stats.compare import compare_metric, exit_meaning, is_simulated
 from harness.stats.verdict import clear_change
@@ -16,7 +17,6 @@ KEY_METRICS = ("ttft_p50_ms", "ttft_p95_ms", "e2e_p50_ms", "tok_s", "peak_rss_by
                "startup_s", "startup_peak_rss_bytes")  # fmt: skip
 STARTUP = ("startup_s", "startup_peak_rss_bytes")  # the start of every run: time and peak RSS
 ARM_ORDER = ("base", "head", "null")
-MIB = 2**20
 VERDICT_WORDS = {
     "REGRESSION": "regressed",
     "INCONCLUSIVE": "inconclusive (see warnings)",
@@ -24,20 +24,11 @@ VERDICT_WORDS = {
 }
 
 
-def fmt_value(metric: str, v: float | None) -> str:
-    if v is None:
-        return "n/a"
-    if metric.endswith("_ms"):
-        return f"{v:.1f} ms"
-    if metric.endswith("_bytes"):
-        return f"{v / MIB:.1f} MiB"
-    if metric == "tok_s":
-        return f"{v:.1f} tok/s"
-    if metric == "req_s":
-        return f"{v:.2f} req/s"
-    if metric.endswith("_s"):
-        return f"{v:.2f} s"
-    return f"{v:g}"
+def fmt_value(name: str, v: float | None) -> str:
+    """A value with its unit, as the catalogue shows it (a count outside it as a number)."""
+    if name in METRICS:
+        return METRICS[name].show(v)
+    return "n/a" if v is None else f"{v:g}"
 
 
 def fmt_ratio(x: float | None) -> str:
@@ -51,7 +42,7 @@ def fmt_ci(lo: float | None, hi: float | None) -> str:
 def fmt_mde(m: dict) -> str:
     if m["mde"] is None:
         return "n/a"
-    if m["method"] == "minmax":
+    if m["method"] == Method.MINMAX:
         return f"flags head above {m['mde']:.3f}x base (min/max rule)"
     return f"±{(m['mde'] - 1) * 100:.1f}%"
 
@@ -78,18 +69,6 @@ def verdict_line(comparison: dict) -> str:
     return line
 
 
-def centre(m: dict, arm: str) -> float | None:
-    """The value a metric row shows for an arm: the geometric mean over rounds for a ratio
-    metric (so head/base of the two is exactly the ratio beside them, exp(mean ln(head/base))),
-    the median for a memory peak (whose ratio is head/base of the medians)."""
-    xs = [v for v in m[arm] if v is not None]
-    if not xs:
-        return None
-    if m["method"] == "minmax" or min(xs) <= 0:
-        return median(xs)
-    return math.exp(sum(math.log(x) for x in xs) / len(xs))
-
-
 def fmt_change(x: float | None) -> str:
     return "n/a" if x is None else f"{(x - 1) * 100:+.1f}%"
 
@@ -98,12 +77,12 @@ def fmt_interval(m: dict, pct: bool = False) -> str:
     """The 95% CI of the ratio, or for a memory peak the range of head/base over every pair of
     runs (min/max rule): labelled, so it is never read as a confidence interval."""
     lo, hi = m["ci_low"], m["ci_high"]
-    if m["method"] == "simulated":
+    if m["method"] == Method.SIMULATED:
         return "exact (simulated)"
     if lo is None or hi is None:
         return "n/a"
     cell = f"[{fmt_change(lo)}, {fmt_change(hi)}]" if pct else fmt_ci(lo, hi)
-    return f"range {cell}" if m["method"] == "minmax" else cell
+    return f"range {cell}" if m["method"] == Method.MINMAX else cell
 
 
 def metric_rows(comparison: dict) -> list[dict]:
@@ -114,8 +93,8 @@ def metric_rows(comparison: dict) -> list[dict]:
         rows.append(
             {
                 "name": m["name"],
-                "base": fmt_value(m["name"], centre(m, "base")),
-                "head": fmt_value(m["name"], centre(m, "head")),
+                "base": fmt_value(m["name"], m["base_value"]),
+                "head": fmt_value(m["name"], m["head_value"]),
                 "ratio": fmt_ratio(m["ratio"]),
                 "change": fmt_change(m["ratio"]),
                 "ci": fmt_interval(m),
@@ -144,15 +123,13 @@ def moved_rows(ab: dict) -> list[dict]:
             continue
         m = compare_metric(name, base, head, 0.0)
         if m.ci_low is not None and (m.ci_low > 1 or m.ci_high < 1):
-            row = {"name": name, "ratio": m.ratio, "ci_low": m.ci_low, "ci_high": m.ci_high,
-                   "method": m.method, "base": base, "head": head}  # fmt: skip
             rows.append(
                 {
                     "name": name,
-                    "base": fmt_value(name, centre(row, "base")),
-                    "head": fmt_value(name, centre(row, "head")),
+                    "base": fmt_value(name, m.base_value),
+                    "head": fmt_value(name, m.head_value),
                     "change": fmt_change(m.ratio),
-                    "ci_pct": fmt_interval(row, pct=True),
+                    "ci_pct": fmt_interval(asdict(m), pct=True),
                 }
             )
     return rows
@@ -174,9 +151,7 @@ def startup_rows(ab: dict) -> list[dict]:
     takes twice as long to start, is in front of the reader."""
     rows = []
     for name, base_values, head_values in _ungated(ab, STARTUP):
-        method = "minmax" if name.endswith("_bytes") else "ratio"
-        row = {"method": method, "base": base_values, "head": head_values}
-        base, head = centre(row, "base"), centre(row, "head")
+        base, head = METRICS[name].centre(base_values), METRICS[name].centre(head_values)
         if base is None or head is None:
             continue
         change = fmt_change(head / base) if base > 0 else "n/a"

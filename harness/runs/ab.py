@@ -13,6 +13,7 @@ from pathlib import Path
 from harness.arms.launcher import LaunchError, reopen, stop_all
 from harness.files import strict_json, write_atomic
 from harness.load.phase import Progress
+from harness.results.store import schema
 from harness.runs.plan import ArmPlan, commit_problem
 from harness.runs.run import Started, run_arm, start_arm
 from harness.stats.compare import (
@@ -221,7 +222,7 @@ def workload_mismatch(rounds: list[dict]) -> str | None:
 
 def ab_result(suite: Suite, plans: dict[str, ArmPlan], outcome: dict, command: str) -> dict:
     return {
-        "schema": "servegate.ab/1",
+        "schema": schema("ab"),
         "suite": suite.name,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "base": plans["base"].desc,

@@ -29,12 +29,13 @@ from harness.load.prompts import (
     dataset_prompts,
 )
 from harness.load.sampler import Sampler
+from harness.results.store import schema
 from harness.runs.machine import git_commit, harness_version, machine_facts
 from harness.runs.validity import judge
 from harness.workload.fingerprint import fingerprint, prompts_digest, workload
 from harness.workload.suite import Phase, Suite
 
-SCHEMA = "servegate.run/1"
+SCHEMA = schema("run")
 HEALTH_FIELDS = ("commit", "version", "model", "backend", "device", "dtype", "runtime", "config")
 
 

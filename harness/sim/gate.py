@@ -5,6 +5,7 @@ reports say "exact (simulated)" where a real A/B shows its interval). Memory is 
 
 from __future__ import annotations
 
+from harness.results.metrics import Method, metric
 from harness.stats.compare import (
     EXIT_CODES,
     Comparison,
@@ -12,7 +13,7 @@ from harness.stats.compare import (
     check_fingerprints,
     overall_verdict,
 )
-from harness.stats.verdict import Verdict, lower_is_better, ratio_verdict
+from harness.stats.verdict import Verdict, ratio_verdict
 
 
 def compare_simulated(base: dict, head: dict, tolerances: dict[str, float]) -> Comparison:
@@ -23,14 +24,15 @@ def compare_simulated(base: dict, head: dict, tolerances: dict[str, float]) -> C
     metrics = []
     for name, tol in tolerances.items():
         b, h = base["summary"].get(name), head["summary"].get(name)
-        better = lower_is_better(name)
+        better = metric(name).lower_is_better
         if b is None or h is None or b <= 0:
             metrics.append(MetricResult(name, [b], [h], None, None, None, tol, Verdict.NA, None,
-                                        "simulated", better, "not simulated"))  # fmt: skip
+                                        Method.SIMULATED, better, "not simulated"))  # fmt: skip
             continue
         r = h / b
         verdict = ratio_verdict(r, r, r, tol, better)
-        metrics.append(MetricResult(name, [b], [h], r, r, r, tol, verdict, None, "simulated",
-                                    better, evidence_low=r, evidence_high=r))  # fmt: skip
+        metrics.append(MetricResult(name, [b], [h], r, r, r, tol, verdict, None, Method.SIMULATED,
+                                    better, evidence_low=r, evidence_high=r, base_value=b,
+                                    head_value=h))  # fmt: skip
     verdict = overall_verdict(metrics, invalid)
     return Comparison(verdict, EXIT_CODES[verdict], 1, fingerprint, metrics, invalid=invalid)

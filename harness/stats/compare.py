@@ -7,15 +7,11 @@ import math
 from dataclasses import asdict, dataclass, field
 from statistics import median
 
+from harness.results.errors import ComparisonError
+from harness.results.metrics import Method, metric
 from harness.stats.interval import detectable_shift, ratio_interval, t_bounds
 from harness.stats.sequential import Schedule
-from harness.stats.verdict import (
-    Verdict,
-    is_memory_peak,
-    lower_is_better,
-    peak_verdict,
-    ratio_verdict,
-)
+from harness.stats.verdict import Verdict, peak_verdict, ratio_verdict
 
 INVALID = "INVALID"
 EXIT_CODES = {"PASS": 0, "IMPROVEMENT": 0, "INCONCLUSIVE": 0, "REGRESSION": 1, INVALID: 2}
@@ -28,7 +24,7 @@ ARMS = ("base", "head", "null")
 
 
 def is_simulated(comparison: dict) -> bool:
-    return any(m.get("method") == "simulated" for m in comparison["metrics"])
+    return any(m.get("method") == Method.SIMULATED for m in comparison["metrics"])
 
 
 def exit_meaning(code: int, simulated: bool = False) -> str:
@@ -36,10 +32,6 @@ def exit_meaning(code: int, simulated: bool = False) -> str:
     if code == 1 and simulated:
         return "a gated metric is worse beyond tolerance in the simulation"
     return EXIT_MEANING[code]
-
-
-class ComparisonError(ValueError):
-    """Raised for inputs that must never be compared (different workloads, bad tolerances)."""
 
 
 @dataclass(slots=True)
@@ -53,8 +45,10 @@ class MetricResult:
     tolerance: float
     verdict: Verdict
     mde: float | None
-    method: str  # "t", "bootstrap" or "minmax"
+    method: Method
     lower_is_better: bool = True
+    base_value: float | None = None  # the value that stands for each arm's rounds (the
+    head_value: float | None = None  # catalogue's centre): what reports and the terminal show
     note: str = ""
     alpha: float | None = None  # one-sided alpha a REGRESSION had to clear at this look
     evidence_low: float | None = None  # the (1 - alpha) t-bounds on the ratio
@@ -80,7 +74,8 @@ class Comparison:
     @classmethod
     def from_dict(cls, data: dict) -> Comparison:
         def metric(m: dict) -> MetricResult:
-            return MetricResult(**{**m, "verdict": Verdict(m["verdict"])})
+            typed = {"verdict": Verdict(m["verdict"]), "method": Method(m["method"])}
+            return MetricResult(**m | typed)
 
         return cls(
             **{
@@ -103,8 +98,8 @@ def compare_metric(
 ) -> MetricResult:
     """Judge one metric over paired rounds (base[i] and head[i] ran in the same round).
     With `alpha`, a REGRESSION needs the one-sided (1 - alpha) t-bound past 1, not the 95% CI."""
-    lower = lower_is_better(name)
-    memory = is_memory_peak(name)
+    entry = metric(name)
+    lower, memory = entry.lower_is_better, entry.memory_peak
     result = MetricResult(
         name=name,
         base=list(base),
@@ -115,9 +110,10 @@ def compare_metric(
         tolerance=tolerance,
         verdict=Verdict.NA,
         mde=None,
-        method="minmax" if memory else "t",
+        method=entry.method,
         lower_is_better=lower,
     )
+    result.base_value, result.head_value = entry.centre(base), entry.centre(head)
     if any(v is None for v in [*base, *head]):
         result.note = "not reported by every run"
         return result
@@ -186,7 +182,7 @@ def invalid_runs(rounds: list[dict], crash: dict | None = None) -> list[str]:
 def interval_metrics(tolerances: dict[str, float]) -> list[str]:
     """The gated metrics judged by an interval (memory peaks use the min/max rule): the
     false-regression budget of each look is split among these."""
-    return [name for name in tolerances if not is_memory_peak(name)]
+    return [name for name in tolerances if not metric(name).memory_peak]
 
 
 def _metrics(
@@ -263,7 +259,7 @@ def compare_rounds(
         if not 0 <= tol < 1:
             raise ComparisonError(f"tolerance for {name} must be in [0, 1), got {tol}")
         try:
-            lower_is_better(name)
+            metric(name)
         except ValueError as err:
             raise ComparisonError(str(err)) from None
     fingerprint = check_fingerprints(rounds)
@@ -301,7 +297,8 @@ def needs_more_rounds(result: Comparison) -> bool:
 def _pending(m: MetricResult) -> bool:
     """A PASS that the 95% CI alone would call an IMPROVEMENT: the look's stricter bound is
     what is missing, and more rounds can bring it (the mirror of an INCONCLUSIVE)."""
-    if m.verdict != Verdict.PASS or m.method not in ("t", "bootstrap") or m.ci_low is None:
+    interval = m.method in (Method.T, Method.BOOTSTRAP)
+    if m.verdict != Verdict.PASS or not interval or m.ci_low is None:
         return False
     by_ci = ratio_verdict(m.ratio, m.ci_low, m.ci_high, m.tolerance, m.lower_is_better)
     return by_ci == Verdict.IMPROVEMENT

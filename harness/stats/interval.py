@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from harness.results.metrics import Method
+
 BOOTSTRAP_FROM_ROUNDS = 10
 BOOTSTRAP_RESAMPLES = 10_000
 CONFIDENCE = 0.95
@@ -22,7 +24,7 @@ class RatioInterval:
     ci_low: float | None
     ci_high: float | None
     mde: float | None
-    method: str
+    method: Method
 
 
 def t_quantile(p: float, df: int) -> float:
@@ -52,10 +54,10 @@ def ratio_interval(
         raise ValueError("no rounds to compare")
     mean = float(d.mean())
     if r < 2:
-        return RatioInterval(math.exp(mean), None, None, None, "t")
+        return RatioInterval(math.exp(mean), None, None, None, Method.T)
     if r < BOOTSTRAP_FROM_ROUNDS:
         half = t_quantile(0.5 + CONFIDENCE / 2, r - 1) * float(d.std(ddof=1)) / math.sqrt(r)
-        lo, hi, method = mean - half, mean + half, "t"
+        lo, hi, method = mean - half, mean + half, Method.T
     else:
         from scipy import stats  # 0.8 s to import: only a bootstrap pays it
 
@@ -69,7 +71,7 @@ def ratio_interval(
             rng=np.random.default_rng(seed),
         )
         lo, hi = float(boot.confidence_interval.low), float(boot.confidence_interval.high)
-        half, method = (hi - lo) / 2, "bootstrap"
+        half, method = (hi - lo) / 2, Method.BOOTSTRAP
     return RatioInterval(math.exp(mean), math.exp(lo), math.exp(hi), math.exp(half), method)
 
 

@@ -1,10 +1,13 @@
-"""Per-metric verdict rules: which way is better for each metric, and the decision a gate takes
-from a ratio estimate and its interval (or from min/max peaks for memory)."""
+"""Per-metric verdict rules: the decision a gate takes from a ratio estimate and its interval
+(or from min/max peaks for memory); which way is better is the catalogue's
+(harness/results/metrics.py)."""
 
 from __future__ import annotations
 
 import math
 from enum import StrEnum
+
+from harness.results.metrics import Method
 
 
 class Verdict(StrEnum):
@@ -13,26 +16,6 @@ class Verdict(StrEnum):
     INCONCLUSIVE = "INCONCLUSIVE"
     REGRESSION = "REGRESSION"
     NA = "n/a"
-
-
-LOWER_IS_BETTER_PREFIXES = (
-    "ttft_", "e2e_", "tpot", "itl_", "queue_", "peak_", "startup_", "errors",
-)  # fmt: skip
-HIGHER_IS_BETTER = ("tok_s", "req_s", "goodput_req_s")
-
-
-def lower_is_better(metric: str) -> bool:
-    """True when a smaller value of `metric` is better; ValueError for a metric with no known
-    direction (a gate must never guess which way is bad)."""
-    if metric in HIGHER_IS_BETTER:
-        return False
-    if metric.startswith(LOWER_IS_BETTER_PREFIXES):
-        return True
-    raise ValueError(f"no known direction for metric {metric!r}")
-
-
-def is_memory_peak(metric: str) -> bool:
-    return metric.startswith(("peak_", "startup_peak_"))
 
 
 def ratio_verdict(
@@ -85,7 +68,7 @@ def clear_change(m: dict) -> str | None:
     seven runs, so it is not said (docs/statistics.md, "Changed within tolerance")."""
     lo, hi, ratio = m.get("ci_low"), m.get("ci_high"), m.get("ratio")
     ev_lo, ev_hi = m.get("evidence_low"), m.get("evidence_high")
-    if str(m.get("verdict")) != Verdict.PASS or m.get("method") in ("minmax", "simulated"):
+    if str(m.get("verdict")) != Verdict.PASS or m.get("method") not in (Method.T, Method.BOOTSTRAP):
         return None
     if None in (lo, hi, ratio, ev_lo, ev_hi) or ev_lo <= 1 <= ev_hi:
         return None

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from harness.stats.verdict import lower_is_better
+from harness.results.metrics import metric
 
 KNEE_GAIN = 0.10  # less than 10% more tok/s per doubling of the level counts as "flat"
 
@@ -33,7 +33,7 @@ class Slo:
     @property
     def upper(self) -> bool:
         """True when the metric must stay at or below the limit (latency), else at or above."""
-        return lower_is_better(self.metric)
+        return metric(self.metric).lower_is_better
 
     def met(self, value: float | None) -> bool:
         if value is None:

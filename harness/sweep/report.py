@@ -14,9 +14,10 @@ from harness import escape
 from harness.files import write_atomic
 from harness.names import release
 from harness.report.report import slug, template_env, to_plain, unique_stem, write_result
-from harness.report.saved import read_json
 from harness.report.summary import reproduce, sweep_shas
-from harness.report.tables import centre, fmt_interval, fmt_ratio, fmt_value, machine_lines
+from harness.report.tables import fmt_interval, fmt_ratio, fmt_value, machine_lines
+from harness.results import store
+from harness.results.store import schema
 from harness.runs.plan import ArmPlan
 from harness.sim.run import described
 from harness.stats.compare import exit_meaning
@@ -54,7 +55,7 @@ def sweep_result(
     ]
     sims = [r["run"]["simulated"] for r in runs if r["run"] and r["run"].get("simulated")]
     return {
-        "schema": "servegate.sweep/1",
+        "schema": schema("sweep"),
         "simulated": described(sims[0]) if sims else None,
         "suite": plan.suite.name,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -138,7 +139,7 @@ def verdict_rows(result: dict) -> list[dict]:
     rows = []
     for name, comp in result["judgement"].get("levels", {}).items():
         for m in comp["metrics"]:
-            mid = {a: fmt_value(m["name"], centre(m, a)) for a in ("base", "head")}
+            mid = {a: fmt_value(m["name"], m[f"{a}_value"]) for a in ("base", "head")}
             rows.append(
                 {
                     "level": name,
@@ -266,6 +267,6 @@ def print_sweep(console: Console, result: dict, report: Path | None) -> None:
 def rerender_sweep_report(json_path: Path, out_dir: Path | None = None) -> Path:
     """Render the report and plots again from a saved sweep JSON."""
     json_path = Path(json_path)
-    result = read_json(json_path)
+    result = store.load(json_path)
     out_dir = out_dir if out_dir is not None else json_path.parent
     return write_sweep_report(result, out_dir, rerender=True)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from harness.files import shipped_dir
+from harness.results.metrics import GATEABLE
 from harness.workload import schema
 from harness.workload.dataset import Dataset, DatasetError, read_dataset
 from harness.workload.expect import ExpectError, ExpectRule, parse_rule
@@ -19,11 +20,6 @@ SUITES_DIR = shipped_dir("suites")
 ARRIVALS = ("burst", "concurrency", "rate", "trace")
 RAMPS = ("", "linear", "exponential")
 ENDPOINTS = ("completions", "chat")
-GATE_KEYS = (
-    "ttft_p50_ms", "ttft_p95_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p95_ms", "tpot_ms",
-    "e2e_p50_ms", "e2e_p95_ms", "queue_p50_ms", "queue_p95_ms", "tok_s", "req_s",
-    "goodput_req_s", "peak_rss_bytes", "peak_device_bytes", "startup_peak_rss_bytes",
-)  # the run summary's own names (docs/run-json.md); goodput needs an [slo] table  # fmt: skip
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,79}")
 ANY_SERVER = "*"  # `flags = "..."`: for whichever server the suite runs against
 SLACK_KEY = "memory_slack_mib"  # absolute slack of the memory rule, beside the tolerances
@@ -272,7 +268,7 @@ def parse_suite(data: dict, path: Path) -> Suite:
     if warmup and warmup.expect:
         raise SuiteError("warmup cannot have an expect table (it is not measured)")
     gate = dict(schema.check_values(data.get("gate", {}), schema.NUMBER, "gate"))
-    _no_unknown(gate, {*GATE_KEYS, SLACK_KEY}, "gate")
+    _no_unknown(gate, {*GATEABLE, SLACK_KEY}, "gate")
     slack = gate.pop(SLACK_KEY, DEFAULT_MEMORY_SLACK / 2**20)
     if not _finite(slack) or slack < 0:
         raise SuiteError(f"gate.{SLACK_KEY} must be a number of MiB >= 0, got {slack!r}")

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from harness.stats.compare import ComparisonError
+from harness.results.errors import ComparisonError
+from harness.results.metrics import METRICS, Method
 
 BIG = 2**63  # past it a number is no count, and float() of it loses or overflows
 MAX_ROUNDS = 10**6
@@ -65,6 +66,8 @@ KINDS = {
     "words": (lambda v: isinstance(v, str) or isinstance(v, list) and all(
         isinstance(w, str) for w in v), "a string or a list of strings"),
     "any": (lambda v: True, "anything"),
+    "metric": (lambda v: v in METRICS, "a metric of the catalogue"),
+    "method": (lambda v: v in tuple(Method), f"one of {', '.join(Method)}"),
 }  # fmt: skip
 
 
@@ -172,9 +175,10 @@ RUN = {
     "harness": Opt({"version": Opt("str"), "commit": Opt("str")}),
 }
 METRIC = {
-    "!name": "str", "base": List(Opt("num")), "head": List(Opt("num")), "!ratio": Opt("num"),
+    "!name": "metric", "base": List(Opt("num")), "head": List(Opt("num")), "!ratio": Opt("num"),
     "!ci_low": Opt("num"), "!ci_high": Opt("num"), "!tolerance": "pos", "!verdict": "str",
-    "!mde": Opt("num"), "!method": "str", "lower_is_better": "bool", "!note": Opt("str"),
+    "!mde": Opt("num"), "!method": "method", "lower_is_better": "bool", "!note": Opt("str"),
+    "base_value": Opt("num"), "head_value": Opt("num"),
 }  # fmt: skip
 COMPARISON = {
     "!verdict": "str", "!exit_code": "code", "!rounds": "rounds", "!metrics": List(METRIC),
