@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from harness.load.metrics import SUMMARY_KEYS
 from harness.stats.compare import ComparisonError
 
 BIG = 2**63  # past it a number is no count, and float() of it loses or overflows
@@ -142,6 +143,11 @@ PHASE = {
 }  # fmt: skip
 EXPECT = {"!series": "str", "rule": "str", "status": "str", "delta": Opt("num"),
           "note": Opt("str")}  # fmt: skip
+# a summary's latencies, rates, counts and byte counts are >= 0 (a negative memory peak would
+# pass the memory rule); the queue times are due-to-sent, which a timer's wake-up can put a
+# hair below 0, so only finite; a key not named here is finite like any summary value
+SUMMARY = {key: Opt("num" if key.startswith("queue_") else "pos")
+           for key in (*SUMMARY_KEYS, "token_mismatches", "usage_missing")}  # fmt: skip
 RUN = {
     "!summary": Map(Opt("num")),
     "fingerprint": "str",  # what compare and report need of a run (is_run) they check apart
@@ -223,6 +229,7 @@ def _answered(run: dict, where: str) -> None:
 
 def check_run(run: object, where: str) -> None:
     check(run, RUN, where)
+    check(run["summary"], SUMMARY, f"{where}.summary")
     _marks(run, where)
 
 
