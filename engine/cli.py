@@ -275,6 +275,9 @@ def serve(no_batch, no_prompt_cache, log_level, **flags):
         port=config.port,
         shutdown_timeout=config.drain_seconds + 5,
         keepalive_timeout=config.read_timeout,  # aiohttp's timer also bounds header reads
+        # a compressed body is the handler's to refuse (415, engine/guards.py): aiohttp's own
+        # parser would inflate gzip and deflate, and answer br and zstd itself with a bare 400
+        auto_decompress=False,
         print=lambda msg: click.echo(f"engine: {msg}", err=True),
         access_log=None,
     )

@@ -36,8 +36,8 @@ async def errors(request: web.Request, handler):
         _count(request, e.status)
         if e.status != 415:
             return error_response(e)
-        # a compressed body is refused unread: answer, then close rather than drain it (aiohttp
-        # would inflate it after the answer, and log a traceback when it is not valid gzip)
+        # a compressed body is refused unread: answer, then close rather than drain it (the
+        # server runs with auto_decompress=False, engine/cli.py: nothing inflates it either)
         resp = error_response(e, {"Connection": "close"})
         await resp.prepare(request)
         await resp.write_eof()

@@ -182,3 +182,70 @@ def test_fingerprint_follows_the_workload(tmp_path):
     assert [k for k, v in changed.items() if v == fp()] == []
     facts = json.dumps(workload("s", [(phase, lengths)], "abc"))
     assert "scripted" not in facts  # the model id is the server's identity, not the workload
+
+
+SUITE_AT = """
+model = "scripted"
+{top}
+[[phase]]
+name = "main"
+clients = 2
+requests = 6
+prompt_tokens = 24
+max_tokens = 4
+{tables}
+"""
+SLO = "[slo]\nttft_ms = 500"
+MORE = '[[phase]]\nname = "more"\nrequests = 2\nprompt_tokens = 24\nmax_tokens = 4'
+# two suites that differ only in what is named: (first, second, whether the fingerprint moves)
+SUITE_CHANGES = {
+    "identical": ({}, {}, False),
+    "an [slo] table": ({}, {"tables": SLO}, True),
+    "an [slo] limit": ({"tables": SLO}, {"tables": "[slo]\nttft_ms = 600"}, True),
+    "which [slo] limit": ({"tables": SLO}, {"tables": "[slo]\ntpot_ms = 500"}, True),
+    "one more [slo] limit": ({"tables": SLO}, {"tables": SLO + "\ne2e_ms = 900"}, True),
+    "[slo] order": (
+        {"tables": "[slo]\nttft_ms = 500\ntpot_ms = 50"},
+        {"tables": "[slo]\ntpot_ms = 50\nttft_ms = 500.0"},
+        False,
+    ),
+    "the suite's name": ({"top": 'name = "t"'}, {"top": 'name = "u"'}, True),
+    "a second phase": ({}, {"tables": MORE}, True),
+    # what only judges or describes a run, or where its file lies, is not the work
+    "a [gate]": ({}, {"tables": "[gate]\nttft_p50_ms = 0.1\nmemory_slack_mib = 64"}, False),
+    "a description": ({}, {"top": 'description = "x"'}, False),
+    "the folder": ({"dir": "a"}, {"dir": "b"}, False),
+}
+
+
+@pytest.mark.parametrize(("first", "second", "moves"), SUITE_CHANGES.values(), ids=SUITE_CHANGES)
+def test_the_fingerprint_covers_the_suite_tables_that_change_the_work(
+    tmp_path, first, second, moves
+):
+    """Suite-level facts (its [slo] above all: goodput under other limits is another number)
+    as `harness run` fingerprints them, from the TOML a user writes."""
+    from harness.runs.run import draw_lengths
+    from harness.workload.fingerprint import fingerprint, workload
+
+    def fp(given: dict) -> str:
+        text = SUITE_AT.format(top=given.get("top", ""), tables=given.get("tables", ""))
+        (folder := tmp_path / given.get("dir", "same")).mkdir(exist_ok=True)
+        suite = load_suite(str(write_suite(folder, text)))
+        lengths = [(p, draw_lengths(p)) for p in suite.phases]
+        return fingerprint(workload(suite.name, lengths, "abc", suite.slo))
+
+    assert fp(first) == fp(first)
+    assert (fp(first) != fp(second)) is moves
+
+
+def test_a_run_fingerprints_its_suites_slo(tmp_path):
+    """The run path itself passes the suite's [slo] into the workload it fingerprints."""
+    from harness.workload.fingerprint import fingerprint
+
+    marker = unique_marker()
+    suite = load_suite(str(write_suite(tmp_path, SUITE.format(extra=SLO))))
+    run = run_arm(suite, make_arm(marker, serve_cmd=scripted(model=marker)), tmp_path / "s.log")
+    assert run["workload"]["slo"] == {"ttft_ms": 500.0}
+    without = {k: v for k, v in run["workload"].items() if k != "slo"}
+    assert run["fingerprint"] == fingerprint(run["workload"]) != fingerprint(without)
+    assert not wait_no_survivors(marker)

@@ -213,6 +213,18 @@ MALFORMED = [
     ("run", "runs.0.suite", "x", "runs[0].suite is 'x'", RUN_VERBS),
     ("run", "runs.0.suite.gate", 5, "runs[0].suite.gate is 5", RUN_VERBS),
     ("run", "runs.0.summary.ttft_p95_ms", float("inf"), "ttft_p95_ms is inf", RUN_VERBS),
+    ("run", "runs.0.summary.ttft_p50_ms", -20.0, "ttft_p50_ms is -20.0", RUN_VERBS),
+    ("run", "runs.0.summary.errors", -1, "summary.errors is -1", RUN_VERBS),
+    *[  # the memory peaks, which the min/max memory rule gates: each value a byte count
+        ("run", f"runs.0.summary.{name}", value, f"{name} is {value!r}", RUN_VERBS)
+        for name in ("peak_rss_bytes", "peak_device_bytes", "startup_peak_rss_bytes")
+        for value in (float("nan"), -2.0e8, "2e8", float("inf"))
+    ],
+    ("ab", "rounds.0.head.summary.peak_rss_bytes", -1, "peak_rss_bytes is -1", AB_VERBS),
+    ("ab", "rounds.0.base.summary.peak_device_bytes", float("nan"),
+     "base.summary.peak_device_bytes is nan", AB_VERBS),
+    ("ab", "rounds.0.head.server.startup_peak_rss_bytes", -5,
+     "head.server.startup_peak_rss_bytes is -5", AB_VERBS),
     ("run", "arm.commit", ["a"], "arm.commit is ['a']", ("history",)),
     ("run", "arm.depth", "3", "arm.depth is '3'", ("history",)),
     # a sweep's and a bisect's result: what merge reads

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from harness_helpers import scripted, unique_marker, wait_no_survivors
+from harness_helpers import scripted, survivors, unique_marker, wait_no_survivors
 from project_repo import ProjectRepo
 
 SUITE = """
@@ -109,6 +109,41 @@ def interrupt_at_random(verb: str, sig: int, tmp_path: Path, rng: random.Random)
     else:
         runs = [r for r in data["runs"] if r.get("run")]
     assert len(runs) >= len(before), (len(runs), before)
+
+
+def interrupt_mid_run(verb: str, sig: int, tmp_path: Path) -> None:
+    """The signal lands while the verb is certainly at work: once one of its servers is in the
+    process table (a server outlives no run, and each verb runs several), so the only exit
+    status allowed is the shell's for the signal."""
+    marker = unique_marker()
+    args, cwd = verb_args(verb, tmp_path, marker)
+    env = {**os.environ, "SERVEGATE_CACHE": str(tmp_path / "cache")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness", *args, "--quiet"], cwd=cwd, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and time.monotonic() < deadline:
+        if any(p.pid != proc.pid for p in survivors(marker)):  # the harness names it too
+            break
+        time.sleep(0.02)
+    assert proc.poll() is None, f"{verb} ended before any server started: {proc.stdout.read()}"
+    proc.send_signal(sig)
+    text, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + sig, (proc.returncode, text)
+    assert "interrupted" in text and "Traceback" not in text, text
+    assert not wait_no_survivors(marker, timeout=10), f"servers outlived {verb}: {text}"
+
+
+MID_RUN = [(verb, sig) for verb in ("run", "ab", "sweep", "bisect")
+           for sig in (signal.SIGTERM, signal.SIGINT)] + [("ab", signal.SIGHUP)]  # fmt: skip
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(("verb", "sig"), MID_RUN, ids=[f"{v}-{s.name}" for v, s in MID_RUN])
+def test_a_signal_mid_run_exits_with_the_shells_status_for_it(verb, sig, tmp_path):
+    interrupt_mid_run(verb, sig, tmp_path)
 
 
 @pytest.mark.timeout(300)

@@ -12,7 +12,14 @@ import numpy as np
 from harness_helpers import scripted, unique_marker, write_suite
 from test_exit_codes import SUITE as SCRIPTED_SUITE
 
-from harness.report.summary import ab_summary, bisect_summary, reproduce, sweep_summary
+from harness.report.summary import (
+    MARK,
+    ab_summary,
+    bisect_summary,
+    headline,
+    reproduce,
+    sweep_summary,
+)
 from harness.stats.compare import compare_rounds
 
 from fake_runs import make_rounds
@@ -56,6 +63,28 @@ def test_each_verdict_is_said_in_the_first_line():
     assert "not a pass" in ab_summary(cases["INCONCLUSIVE"], None).splitlines()[0]
     assert "arm head crashed in round 2" in ab_summary(cases["INVALID"], None).splitlines()[0]
     assert "⚠️" in ab_summary(cases["INCONCLUSIVE"], None).splitlines()[0]
+
+
+# the mark before a verdict groups it for a reader: green only for what let the change through
+MARKS = {"PASS": "✅", "IMPROVEMENT": "✅", "VALID": "✅", "NAMED": "✅", "REGRESSION": "❌",
+         "INCONCLUSIVE": "⚠️", "INVALID": "⛔"}  # fmt: skip
+
+
+def test_an_invalid_result_is_never_marked_with_the_passing_ones():
+    assert MARK == MARKS
+    green = {verdict for verdict, mark in MARK.items() if mark == "✅"}
+    assert green == {"PASS", "IMPROVEMENT", "VALID", "NAMED"}, green
+    for verdict, mark in MARKS.items():
+        line = headline("ab", verdict, 0, "s")
+        assert line.startswith(f"### {mark} servegate ab: {verdict} (exit 0): s"), line
+    crashed = ab_result(1.0, crash={"arm": "head", "round": 2, "message": "exit 137"})
+    first = ab_summary(crashed, None).splitlines()[0]
+    assert first.startswith("### ⛔ servegate ab: INVALID (exit 2): short-concurrency"), first
+    assert "✅" not in first
+    assert ab_summary(ab_result(1.0), None).startswith("### ✅ servegate ab: PASS (exit 0): ")
+    commit = {"sha": SHA_B, "short": SHA_B[:10], "subject": "x"}
+    lost = {"suite": "s", "good": commit, "bad": commit, "culprit": None, "path": []}
+    assert bisect_summary(lost, None).startswith("### ⛔ servegate bisect: INVALID (exit 2): ")
 
 
 def test_the_change_column_is_the_ratio_of_the_two_columns_beside_it():
@@ -173,7 +202,8 @@ def test_merge_exits_with_the_worst_shard_and_leads_with_its_verdict(tmp_path):
         r = merge(tmp_path, *shards, summary=True)
         assert r.returncode == code, (verdict, r.stdout, r.stderr)
         first = r.stdout.splitlines()[0]
-        assert f"servegate merge: {verdict} (exit {code}): {len(shards)} result(s)" in first
+        said = f"### {MARKS[verdict]} servegate merge: {verdict} (exit {code}): "
+        assert first.startswith(said + f"{len(shards)} result(s)"), first
         rows = [line for line in r.stdout.splitlines() if "| short-concurrency |" in line]
         assert len(rows) == len(shards)  # suite x machine x metric: one gated metric each
     assert (tmp_path / "merged.md").read_text().count("servegate merge") == 4

@@ -145,6 +145,10 @@ PHASE = {
 }  # fmt: skip
 EXPECT = {"!series": "str", "rule": "str", "status": "str", "delta": Opt("num"),
           "note": Opt("str")}  # fmt: skip
+# a summary's latencies, rates, counts and byte counts are >= 0 (a negative memory peak would
+# pass the memory rule); the queue times are due-to-sent, which a timer's wake-up can put a
+# hair below 0, so only finite; a key not named here is finite like any summary value
+SUMMARY = {m.name: Opt("num" if m.column == "queue_ms" else "pos") for m in METRICS.values()}
 RUN = {
     "!summary": Map(Opt("num")),
     "fingerprint": "str",  # what compare and report need of a run (is_run) they check apart
@@ -227,6 +231,7 @@ def _answered(run: dict, where: str) -> None:
 
 def check_run(run: object, where: str) -> None:
     check(run, RUN, where)
+    check(run["summary"], SUMMARY, f"{where}.summary")
     _marks(run, where)
 
 
