@@ -9,7 +9,6 @@ import re
 from pathlib import Path
 
 import pytest
-from fake_runs import make_rounds
 from rich.console import Console
 
 from harness.cli.ab import print_verdict
@@ -18,6 +17,8 @@ from harness.load.record import RequestRecord
 from harness.report.tables import metric_rows
 from harness.results.metrics import CATALOGUE, GATEABLE, METRICS, SUMMARY_KEYS, Method, metric
 from harness.stats.compare import ComparisonError, compare_rounds
+
+from fake_runs import make_rounds
 
 ROOT = Path(__file__).resolve().parents[1]
 
