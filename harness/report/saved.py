@@ -101,6 +101,7 @@ def load_result(path: Path) -> dict:
     """A saved A/B result (`harness ab` or `harness compare` wrote it), its shape checked: the
     raw file beside a slim JSON when it is there (plots need it), else the slim JSON."""
     doc = with_raw(store.read_json(path), path)
+    store.version(doc, path)  # a schema it cannot read is said before any field
     where = f"{path}: not an A/B result"
     if not isinstance(doc, dict):
         raise ComparisonError(f"{where} (a JSON object with rounds and a comparison)")
@@ -157,6 +158,7 @@ def compare_saved(
     a_path, b_path = Path(a_path), Path(b_path)
     doc_a = with_raw(store.read_json(a_path), a_path)
     doc_b = with_raw(store.read_json(b_path), b_path)
+    store.version(doc_a, a_path), store.version(doc_b, b_path)
     base, head = _runs_in(doc_a, arm_a, a_path), _runs_in(doc_b, arm_b, b_path)
     if not base or not head:
         raise ComparisonError(f"no runs in {a_path if not base else b_path}")

@@ -61,11 +61,11 @@ def version(doc: object, path: Path) -> tuple[str, int] | None:
     if named is None:
         return None
     match = SCHEMA.fullmatch(named) if isinstance(named, str) else None
-    if match is None or match[1] not in SCHEMAS:
+    if match is None or match[1] not in SCHEMAS or int(match[2]) < 1:
         known = ", ".join(schema(k) for k in SCHEMAS)
         raise ComparisonError(f"{path}: schema {named!r} is not one this harness reads ({known})")
     kind, n = match[1], int(match[2])
-    if not 1 <= n <= SCHEMAS[kind]:
+    if n > SCHEMAS[kind]:
         raise ComparisonError(
             f"{path}: schema {named} is newer than this harness reads ({schema(kind)}): "
             "upgrade servegate to read it"
