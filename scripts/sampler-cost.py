@@ -13,7 +13,7 @@ import time
 
 import psutil
 
-from harness.load.sampler import Sampler
+from harness.load.memory_timeline import Sampler
 
 TREE = (
     "import subprocess, sys, time; "

@@ -16,9 +16,9 @@ from harness.bisect.bisect import (
     mark_metrics,
     next_step,
 )
-from harness.bisect.history import Commit
-from harness.bisect.report import headline, summary, write_bisect_report
-from harness.bisect.run import Bisector, Step
+from harness.bisect.bisect_report import headline, summary, write_bisect_report
+from harness.bisect.bisector import Bisector, Step
+from harness.bisect.commits import Commit
 from harness.runs.plan import Context
 from harness.workload.suite import load_suite
 

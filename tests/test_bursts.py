@@ -6,7 +6,7 @@ from __future__ import annotations
 from harness_helpers import scripted, unique_marker, wait_no_survivors, write_suite
 
 from harness.arms.arms import make_arm
-from harness.runs.run import draw_lengths, run_arm
+from harness.runs.measure import draw_lengths, run_arm
 from harness.workload.fingerprint import fingerprint, workload
 from harness.workload.suite import load_suite
 

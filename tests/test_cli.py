@@ -12,7 +12,7 @@ from harness_helpers import REPO, scripted, unique_marker, wait_no_survivors, wr
 
 from harness.arms.arms import make_arm
 from harness.arms.launcher import Launcher
-from harness.runs.run import run_arm
+from harness.runs.measure import run_arm
 from harness.workload.suite import load_suite
 
 SUITE = """
@@ -224,7 +224,7 @@ def test_the_fingerprint_covers_the_suite_tables_that_change_the_work(
 ):
     """Suite-level facts (its [slo] above all: goodput under other limits is another number)
     as `harness run` fingerprints them, from the TOML a user writes."""
-    from harness.runs.run import draw_lengths
+    from harness.runs.measure import draw_lengths
     from harness.workload.fingerprint import fingerprint, workload
 
     def fp(given: dict) -> str:

@@ -9,7 +9,7 @@ import statistics
 from harness_helpers import scripted, unique_marker, wait_no_survivors, write_suite
 
 from harness.arms.arms import make_arm
-from harness.runs.run import run_arm
+from harness.runs.measure import run_arm
 from harness.workload.suite import load_suite
 
 MIB = 1 << 20

@@ -11,7 +11,7 @@ from harness_helpers import scripted, unique_marker, write_suite
 from test_ab_commands import harness
 from test_exit_codes import SUITE
 
-from harness.runs.run import draw_lengths
+from harness.runs.measure import draw_lengths
 from harness.workload.fingerprint import fingerprint, workload
 from harness.workload.suite import SuiteError, load_suite, override
 

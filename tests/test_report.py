@@ -9,9 +9,9 @@ import re
 import numpy as np
 import pytest
 
+from harness.report.ab_report import rerender_report, slug, write_report
 from harness.report.engagement import engagement
 from harness.report.plots import label_rows
-from harness.report.report import rerender_report, slug, write_report
 from harness.report.saved import compare_saved
 from harness.stats.compare import ComparisonError, compare_rounds
 

@@ -106,7 +106,7 @@ def test_the_fingerprint_covers_every_field_of_a_phase_that_changes_the_work():
     it do not. A new field fails here until it is put on one side or the other."""
     import dataclasses
 
-    from harness.runs.run import draw_lengths
+    from harness.runs.measure import draw_lengths
     from harness.workload.dataset import Dataset, Item
     from harness.workload.fingerprint import fingerprint, workload
     from harness.workload.suite import Phase, PromptLength

@@ -1,8 +1,8 @@
-"""The sweep's judgement on hand-made per-level rounds (harness/sweep/verdict.py): the first
+"""The sweep's judgement on hand-made per-level rounds (harness/sweep/judgement.py): the first
 regressing level, the knee moving, INVALID levels, and the one-arm exit codes."""
 
+from harness.sweep.judgement import judge
 from harness.sweep.knee import Slo
-from harness.sweep.verdict import judge
 
 GATE = {"tok_s": 0.10, "ttft_p95_ms": 0.20}
 

@@ -8,7 +8,7 @@ import pytest
 from harness_helpers import engine_arm, scripted, unique_marker, wait_no_survivors, write_suite
 
 from harness.arms.arms import make_arm
-from harness.runs.run import run_arm
+from harness.runs.measure import run_arm
 from harness.workload.suite import load_suite
 
 SUITE = """

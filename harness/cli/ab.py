@@ -38,8 +38,8 @@ from harness.cli.outputs import (
     writable_dir,
 )
 from harness.escape import terminal
+from harness.report.ab_report import to_plain, write_report
 from harness.report.display import LiveProgress
-from harness.report.report import to_plain, write_report
 from harness.report.saved import compare_saved, load_result
 from harness.report.summary import ab_summary, append_summary, summary_targets
 from harness.report.tables import fmt_value
@@ -47,7 +47,7 @@ from harness.results.metrics import Method
 from harness.runs.ab import ABRunner, ab_result
 from harness.runs.plan import default_refs, label_arms, plan_arm, unsampled_memory
 from harness.sim.gate import compare_simulated
-from harness.sim.run import described, sim_run
+from harness.sim.simulated_run import described, sim_run
 from harness.sim.workload import SimError
 from harness.stats.compare import ComparisonError, exit_meaning, is_simulated
 from harness.stats.verdict import clear_pass

@@ -15,9 +15,9 @@ from harness.arms.arms import ArmError
 from harness.arms.project import ProjectError, find_project
 from harness.arms.worktrees import RefError, repo_root
 from harness.bisect.bisect import BisectError
-from harness.bisect.history import commit_info, first_parent_commits
-from harness.bisect.report import headline, step_row, summary, write_bisect_report
-from harness.bisect.run import Bisector, Step
+from harness.bisect.bisect_report import headline, step_row, summary, write_bisect_report
+from harness.bisect.bisector import Bisector, Step
+from harness.bisect.commits import commit_info, first_parent_commits
 from harness.cli import signals
 from harness.cli.ab import EXIT_INVALID, InputError, input_error, one_line, shown, write_summary
 from harness.cli.options import (

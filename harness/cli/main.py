@@ -50,8 +50,8 @@ from harness.files import strict_json, write_atomic
 from harness.names import claim_file, release
 from harness.report.display import LiveProgress, print_run
 from harness.runs.machine import harness_version
+from harness.runs.measure import run_arm
 from harness.runs.plan import Side, default_refs, plan_arm
-from harness.runs.run import run_arm
 from harness.workload.suite import SuiteError, load_suite, override, shipped
 
 

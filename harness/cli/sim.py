@@ -25,9 +25,9 @@ from harness.cli.outputs import OutputError, writable_file
 from harness.files import strict_json, write_atomic
 from harness.report.display import LiveProgress, print_run
 from harness.runs.machine import machine_facts
+from harness.runs.measure import run_arm
 from harness.runs.plan import Side, default_refs, plan_arm
-from harness.runs.run import run_arm
-from harness.sim.run import sim_run
+from harness.sim.simulated_run import sim_run
 from harness.sim.validate import as_json, decisions, markdown, rows
 from harness.sim.workload import SimError
 from harness.sweep.sweep import Sweep, SweepError, parse_levels

@@ -32,10 +32,10 @@ from harness.report.summary import sweep_summary
 from harness.runs.plan import Side, default_refs, label_arms, plan_arm, unsampled_memory
 from harness.sim.workload import SimError
 from harness.stats.compare import ComparisonError
+from harness.sweep.judgement import CURVE_METRICS, judge
 from harness.sweep.knee import KNEE_GAIN, SloError, parse_slos
-from harness.sweep.report import print_sweep, sweep_result, write_sweep_report
 from harness.sweep.sweep import COLD, Sweep, SweepError, SweepRunner, parse_levels, rounds_by_level
-from harness.sweep.verdict import CURVE_METRICS, judge
+from harness.sweep.sweep_report import print_sweep, sweep_result, write_sweep_report
 from harness.workload.suite import SuiteError, load_suite
 
 

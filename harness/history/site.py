@@ -16,7 +16,7 @@ from markupsafe import Markup
 
 from harness.files import read_capped, write_atomic
 from harness.history.points import Series
-from harness.report.report import slug, template_env
+from harness.report.ab_report import slug, template_env
 from harness.report.tables import fmt_value
 from harness.results.store import MAX_INPUT_BYTES
 from harness.stats.compare import ComparisonError

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 
 from harness.load.counters import MetricsEndpoint, Snapshot, deltas
 from harness.load.load import LoadDriver, frozen_gc
-from harness.load.memory import MemoryEndpoint, read_hwm, reset_hwm
+from harness.load.memory_peaks import MemoryEndpoint, read_hwm, reset_hwm
+from harness.load.memory_timeline import Sampler
 from harness.load.metrics import latency_stats
 from harness.load.prompts import Prompt
 from harness.load.record import RequestRecord
-from harness.load.sampler import Sampler
 from harness.workload.expect import ExpectContext, ExpectOutcome, evaluate
 from harness.workload.suite import Phase
 

@@ -1,4 +1,4 @@
-"""The sampling loop of harness/load/sampler.py, run as its own process (`python -m
+"""The sampling loop of harness/load/memory_timeline.py, run as its own process (`python -m
 harness.load.rss_probe PID HZ FILE`) so that the harness's busy event loop cannot delay it through
 the GIL: each tick appends `time rss [gpu]` (perf_counter seconds, bytes) to FILE, and each
 process that joins the server's tree a `+ pid create_time` line. It stops when its parent or

@@ -1,5 +1,5 @@
 """`harness ab`: two arms (git refs, flag sets or commands), each started cold in rotating
-order every round, then gated by stats/compare.py and written up by report/report.py."""
+order every round, then gated by stats/compare.py and written up by report/ab_report.py."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from harness.arms.launcher import LaunchError, reopen, stop_all
 from harness.files import strict_json, write_atomic
 from harness.load.phase import Progress
 from harness.results.store import schema
+from harness.runs.measure import Started, run_arm, start_arm
 from harness.runs.plan import ArmPlan, commit_problem
-from harness.runs.run import Started, run_arm, start_arm
 from harness.stats.compare import (
     EXIT_CODES,
     INVALID,

@@ -11,7 +11,7 @@ from pathlib import Path
 from harness.load.phase import Progress
 from harness.runs.ab import ABRunner, order
 from harness.runs.plan import ArmPlan
-from harness.sim.run import sim_run
+from harness.sim.simulated_run import sim_run
 from harness.workload.fingerprint import fingerprint
 from harness.workload.suite import Phase, Suite
 

@@ -23,7 +23,7 @@ from harness.load.metrics import run_summary
 from harness.load.phase import PhaseResult
 from harness.load.record import RequestRecord
 from harness.runs.machine import git_commit, harness_version, machine_facts
-from harness.runs.run import SCHEMA, draw_lengths
+from harness.runs.measure import SCHEMA, draw_lengths
 from harness.runs.validity import judge
 from harness.sim.workload import SimError, build
 from harness.workload.expect import ExpectContext, evaluate

@@ -1,6 +1,6 @@
 """The bisect report: the search as plain data (what is saved as JSON), its path table, and a
 dated Markdown file in results/ from templates/bisect.md.j2; the culprit's A/B against its
-parent is written beside it as an ordinary A/B report (report/report.py)."""
+parent is written beside it as an ordinary A/B report (report/ab_report.py)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness.bisect.history import Commit
-from harness.bisect.run import BisectOutcome, Step
+from harness.bisect.bisector import BisectOutcome, Step
+from harness.bisect.commits import Commit
 from harness.files import strict_json, write_atomic
 from harness.names import claim_file
 from harness.report import tables
-from harness.report.report import slug, template_env, write_report
+from harness.report.ab_report import slug, template_env, write_report
 from harness.report.summary import bisect_shas, reproduce
 from harness.results.store import schema
 

@@ -18,7 +18,8 @@ from harness.arms.arms import REPO_ROOT, Arm
 from harness.arms.launcher import Launcher, LaunchError, Server, log_tail, wait_ready
 from harness.load.counters import MetricsEndpoint
 from harness.load.load import LoadDriver, make_session
-from harness.load.memory import HWM_SUPPORTED, MemoryEndpoint, read_hwm
+from harness.load.memory_peaks import HWM_SUPPORTED, MemoryEndpoint, read_hwm
+from harness.load.memory_timeline import Sampler
 from harness.load.metrics import run_summary
 from harness.load.phase import PhaseResult, Probes, Progress, run_phase
 from harness.load.prompts import (
@@ -28,7 +29,6 @@ from harness.load.prompts import (
     build_trace_prompts,
     dataset_prompts,
 )
-from harness.load.sampler import Sampler
 from harness.results.store import schema
 from harness.runs.machine import git_commit, harness_version, machine_facts
 from harness.runs.validity import judge

@@ -21,10 +21,10 @@ from harness.bisect.bisect import (
     mark_metrics,
     next_step,
 )
-from harness.bisect.history import Commit
+from harness.bisect.commits import Commit
 from harness.files import strict_json
 from harness.load.phase import Progress
-from harness.report.report import to_plain
+from harness.report.ab_report import to_plain
 from harness.runs.ab import ABRunner, ab_result
 from harness.runs.plan import Context, Side, plan_arm
 from harness.stats.compare import INVALID, Comparison, ComparisonError

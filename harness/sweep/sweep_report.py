@@ -13,13 +13,13 @@ from rich.table import Table
 from harness import escape
 from harness.files import write_atomic
 from harness.names import release
-from harness.report.report import slug, template_env, to_plain, unique_stem, write_result
+from harness.report.ab_report import slug, template_env, to_plain, unique_stem, write_result
 from harness.report.summary import reproduce, sweep_shas
 from harness.report.tables import fmt_interval, fmt_ratio, fmt_value, machine_lines
 from harness.results import store
 from harness.results.store import schema
 from harness.runs.plan import ArmPlan
-from harness.sim.run import described
+from harness.sim.simulated_run import described
 from harness.stats.compare import exit_meaning
 from harness.sweep.plots import plot_latency_throughput, plot_throughput, plot_ttft
 from harness.sweep.sweep import Sweep
