@@ -19,7 +19,8 @@ class StubRunner(ABRunner):
     shift: float = 1.0
     cv: float = 0.01
 
-    def _one(self, name, rnd, label, ready=None):
+    def stub(self, suite, plan, log_dir, *, round_no, **kw):
+        rnd, name = round_no, plan.name
         rng = self.rng
         speed = float(np.exp(self.cv * rng.standard_normal()))
         scale = self.shift if name == "head" else 1.0
@@ -40,6 +41,7 @@ def runner(tmp_path, shift: float, cv: float, seed: int = 0, **kw) -> StubRunner
     plans = {n: ArmPlan(n, arm, {"label": n}) for n in ("base", "head")}
     r = StubRunner(suite, plans, tmp_path, start_together=False, **kw)  # nothing to launch
     r.shift, r.cv, r.rng, r.calls = shift, cv, np.random.default_rng(seed), []
+    r.measure = r.stub
     return r
 
 

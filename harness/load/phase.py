@@ -21,7 +21,13 @@ CAUGHT_RATIO = 0.9  # the sampled peak "caught" the exact one when it reached 90
 
 
 class Progress:
-    """What the phase reports while it runs; the CLI plugs a rich display in here."""
+    """What the phase reports while it runs; the CLI plugs a rich display in here. Shown for
+    as long as it is entered (`with progress(label) as bar:`)."""
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None: ...
 
     def phase_started(self, name: str, total: int) -> None: ...
 

@@ -11,11 +11,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.arms.launcher import LaunchError, reopen, stop_all
-from harness.files import strict_json, write_atomic
 from harness.load.phase import Progress
 from harness.results.store import schema
-from harness.runs.measure import Started, run_arm, start_arm
-from harness.runs.plan import ArmPlan, commit_problem
+from harness.runs.cold import Measured, measure_cold, server_log
+from harness.runs.measure import Started, start_arm
+from harness.runs.plan import ArmPlan
 from harness.stats.compare import (
     EXIT_CODES,
     INVALID,
@@ -48,6 +48,7 @@ class ABRunner:
     ready_timeout_s: float = 120.0
     progress: Callable[[str], Progress] = lambda label: Progress()  # noqa: E731
     more_rounds: Callable[[Comparison], bool] = needs_more_rounds  # on to the next look while true
+    measure: Callable[..., Measured] = measure_cold  # one arm, cold, once (a test stubs it)
     start_together: bool = True  # launch a round's arms at once, then measure them in turn
     notes: list[str] = field(default_factory=list)  # said with the verdict (what is not gated)
     rounds: list[dict] = field(default_factory=list, init=False)  # as run so far
@@ -76,7 +77,11 @@ class ABRunner:
             try:
                 for name in record["order"]:
                     label = f"round {i + 1}/{target} {name} ({self.plans[name].desc['label']}) "
-                    record[name], crash = self._one(name, i + 1, label, ready.pop(name, None))
+                    record[name], crash = self.measure(
+                        self.suite, self.plans[name], self.log_dir, round_no=i + 1, label=label,
+                        progress=self.progress, ready_timeout_s=self.ready_timeout_s,
+                        started=ready.pop(name, None),
+                    )  # fmt: skip
                     if crash:
                         break
             finally:  # a crash or an interrupt leaves no started server behind
@@ -114,7 +119,10 @@ class ABRunner:
         with self.progress(label):
             futures = {
                 n: pool.submit(
-                    start_arm, self.plans[n].arm, self._log(rnd, n), self.ready_timeout_s
+                    start_arm,
+                    self.plans[n].arm,
+                    server_log(self.log_dir, rnd, n),
+                    self.ready_timeout_s,
                 )
                 for n in names
             }
@@ -127,44 +135,6 @@ class ABRunner:
                 raise
         pool.shutdown()
         return {n: _outcome(f) for n, f in futures.items()}
-
-    def _log(self, rnd: int, name: str) -> Path:
-        return self.log_dir / f"round{rnd}-{name}.server.log"
-
-    def _one(
-        self, name: str, rnd: int, label: str, ready: Started | LaunchError | None = None
-    ) -> tuple[dict | None, dict | None]:
-        plan = self.plans[name]
-        log = self._log(rnd, name)
-        try:
-            if isinstance(ready, LaunchError):
-                raise ready
-            with self.progress(label) as progress:
-                run = run_arm(
-                    self.suite,
-                    plan.arm,
-                    log,
-                    progress,
-                    ready_timeout_s=self.ready_timeout_s,
-                    started=ready,
-                )
-        except LaunchError as e:
-            return None, {"arm": name, "round": rnd, "message": str(e), "log_tail": e.log_tail}
-        if problem := commit_problem(plan, run):
-            run["valid"] = False
-            run["invalid_reasons"] = [*run.get("invalid_reasons", []), problem]
-        # kept at once, beside the server's log: whatever ends this A/B, the run survives
-        write_atomic(log.with_name(f"round{rnd}-{name}.run.json"), strict_json(run, default=str))
-        if run.get("outcome") == "crashed":
-            server = run.get("server") or {}
-            msg = f"server exited with code {server.get('exit_code')} under load"
-            return run, {
-                "arm": name,
-                "round": rnd,
-                "message": msg,
-                "log_tail": server.get("log_tail") or "",
-            }
-        return run, None
 
     def _compare(
         self, rounds: list[dict], crash: dict | None, problem: str | None = None

@@ -1,5 +1,5 @@
 """`harness sweep`: the plan (one phase per load level, built from a suite's phase) and the
-rounds that run it, each arm started cold the way `harness ab` starts it (ab.ABRunner)."""
+rounds that run it, each arm started cold the way `harness ab` starts it (runs/cold.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from harness.load.phase import Progress
-from harness.runs.ab import ABRunner, order
+from harness.runs.ab import order
+from harness.runs.cold import measure_cold
 from harness.runs.plan import ArmPlan
 from harness.sim.simulated_run import sim_run
 from harness.workload.fingerprint import fingerprint
@@ -156,14 +157,10 @@ class SweepRunner:
                     continue
                 log_dir = self.log_dir / where
                 log_dir.mkdir(parents=True, exist_ok=True)
-                runner = ABRunner(
-                    unit,
-                    self.plans,
-                    log_dir,
-                    ready_timeout_s=self.ready_timeout_s,
-                    progress=self.progress,
-                )
-                run, crash = runner._one(name, i + 1, label)  # ab's cold start and crash record
+                run, crash = measure_cold(
+                    unit, self.plans[name], log_dir, round_no=i + 1, label=label,
+                    progress=self.progress, ready_timeout_s=self.ready_timeout_s,
+                )  # fmt: skip
                 runs.append({"round": i + 1, "arm": name, "run": run})
                 if crash:
                     return {"runs": runs, "crash": crash}

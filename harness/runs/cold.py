@@ -1,0 +1,62 @@
+"""One arm measured cold, once: started (or handed its start), driven through the suite, its run
+record kept beside its server's log at once, and a failed start or a crash under load turned
+into the crash record that ends the command. `ab`, `sweep` and `bisect` all measure this way."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from harness.arms.launcher import LaunchError
+from harness.files import strict_json, write_atomic
+from harness.load.phase import Progress
+from harness.runs.measure import Started, run_arm
+from harness.runs.plan import ArmPlan, commit_problem
+from harness.workload.suite import Suite
+
+Measured = tuple[dict | None, dict | None]  # (run record or None, crash record or None)
+
+
+def server_log(log_dir: Path, round_no: int, name: str) -> Path:
+    return log_dir / f"round{round_no}-{name}.server.log"
+
+
+def measure_cold(
+    suite: Suite,
+    plan: ArmPlan,
+    log_dir: Path,
+    *,
+    round_no: int,
+    label: str = "",
+    progress: Callable[[str], Progress] = lambda label: Progress(),
+    ready_timeout_s: float = 120.0,
+    started: Started | LaunchError | None = None,
+) -> Measured:
+    """(run, crash): the run is None when the server never became ready; the crash names the
+    arm, the round, why, and its log's tail. A run whose server served another commit than
+    planned is invalid, not a crash."""
+    log = server_log(log_dir, round_no, plan.name)
+    try:
+        if isinstance(started, LaunchError):
+            raise started
+        with progress(label) as bar:
+            run = run_arm(
+                suite, plan.arm, log, bar, ready_timeout_s=ready_timeout_s, started=started
+            )
+    except LaunchError as e:
+        return None, _crash(plan, round_no, str(e), e.log_tail)
+    if problem := commit_problem(plan, run):
+        run["valid"] = False
+        run["invalid_reasons"] = [*run.get("invalid_reasons", []), problem]
+    # kept at once, beside the server's log: whatever ends the command, the run survives
+    write_atomic(log.with_name(f"round{round_no}-{plan.name}.run.json"),
+                 strict_json(run, default=str))  # fmt: skip
+    if run.get("outcome") == "crashed":
+        server = run.get("server") or {}
+        message = f"server exited with code {server.get('exit_code')} under load"
+        return run, _crash(plan, round_no, message, server.get("log_tail") or "")
+    return run, None
+
+
+def _crash(plan: ArmPlan, round_no: int, message: str, log_tail: str) -> dict:
+    return {"arm": plan.name, "round": round_no, "message": message, "log_tail": log_tail}
