@@ -3,21 +3,19 @@ Exit codes: 0 pass, 1 regression, 2 invalid run, infrastructure failure or serve
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
 import click
 from click.core import ParameterSource
 from rich.console import Console
-from rich.markup import escape as markup_escape
 from rich.table import Table
 
 from harness.arms.arms import ArmError
 from harness.arms.project import ProjectError
 from harness.arms.worktrees import RefError
-from harness.cli import signals
+from harness.cli.errors import InputError, input_error, shown
+from harness.cli.finish import Ending, finish, interrupted
 from harness.cli.options import (
     COSTS,
     api_key_option,
@@ -41,7 +39,7 @@ from harness.escape import terminal
 from harness.report.ab_report import to_plain, write_report
 from harness.report.display import LiveProgress
 from harness.report.saved import compare_saved, load_result
-from harness.report.summary import ab_summary, append_summary, summary_targets
+from harness.report.summary import ab_summary
 from harness.report.tables import fmt_value
 from harness.results.metrics import Method
 from harness.runs.ab import ABRunner, ab_result
@@ -52,37 +50,6 @@ from harness.sim.workload import SimError
 from harness.stats.compare import ComparisonError, exit_meaning, is_simulated
 from harness.stats.verdict import clear_pass
 from harness.workload.suite import SuiteError, load_suite, override
-
-EXIT_INVALID = 2
-
-
-def shown(text: object) -> str:
-    """Text from elsewhere (a name, a server's message) as a rich table shows it: one line with
-    no control character, its `[...]` printed rather than read as markup."""
-    return markup_escape(terminal(text))
-
-
-class InputError(click.ClickException):
-    """Bad input: printed as one `Error: ...` line, exit code 2."""
-
-    exit_code = EXIT_INVALID
-
-    def __init__(self, message: str) -> None:
-        super().__init__(one_line(message))
-
-
-def input_error(exc: Exception) -> InputError:
-    """The one-line error for bad input; a failed build shows its log's tail above it."""
-    if tail := getattr(exc, "log_tail", ""):
-        lines = terminal(tail, multiline=True).splitlines()[-10:]
-        click.echo("\n".join(f"build log: {line}" for line in lines), err=True)
-    return InputError(str(exc))
-
-
-def one_line(message: object) -> str:
-    """Any message as one line (stderr's contract: one line per failure), with no escape
-    sequence or control character of whatever it quotes (a server's error, a path)."""
-    return " ".join(terminal(message).split()) or "no message"
 
 
 def fmt(x: float | None) -> str:
@@ -144,38 +111,17 @@ def print_verdict(console: Console, ab: dict) -> None:
     )
 
 
-def finish(result: dict, out_dir: Path, summary_file: Path | None = None) -> NoReturn:
-    """Print the verdict first, then write the report and the summary. The exit code is the
-    verdict's whatever happens to them: one that fails is one `error:` line on stderr."""
+def ab_ending(result: dict, out_dir: Path, interrupted: bool = False) -> Ending:
+    """How an A/B (or an offline compare, or a re-rendered report) ends."""
     comp = result["comparison"]
-    try:
-        print_verdict(Console(width=120), result)
-    except Exception as exc:  # noqa: BLE001 - the bare verdict still stands
-        click.echo(f"verdict: {comp['verdict']} (exit {comp['exit_code']})")
-        click.echo(
-            f"error: verdict table not printed: {type(exc).__name__}: {one_line(exc)}", err=True
-        )
-    report = None
-    try:
-        report = write_report(result, out_dir)
-    except Exception as exc:  # noqa: BLE001 - no report bug may change the gate's answer
-        click.echo(f"error: report not written: {type(exc).__name__}: {one_line(exc)}", err=True)
-    else:
-        click.echo(f"report: {report}")
-    write_summary(lambda: ab_summary(to_plain(result), report and str(report)), summary_file)
-    sys.exit(comp["exit_code"])
-
-
-def write_summary(render: Callable[[], str], summary_file: Path | None) -> None:
-    """The pull request's summary, where one is wanted; nothing it does changes a verdict."""
-    if not (targets := summary_targets(summary_file)):
-        return
-    try:
-        errors = append_summary(render(), targets)
-    except Exception as exc:  # noqa: BLE001 - a summary bug must not change the exit code
-        errors = [f"summary not written: {type(exc).__name__}: {one_line(exc)}"]
-    for line in errors:
-        click.echo(f"error: {line}", err=True)
+    return Ending(
+        comp["verdict"],
+        comp["exit_code"],
+        show=lambda: print_verdict(Console(width=120), result),
+        write_report=lambda: write_report(result, out_dir),
+        summary=lambda report: ab_summary(to_plain(result), report),
+        interrupted=interrupted,
+    )
 
 
 @click.command()
@@ -324,17 +270,13 @@ def ab(
     try:
         outcome = runner.run()
     except KeyboardInterrupt:
+        if not any(r.get(a) for r in runner.rounds for a in ("base", "head", "null")):
+            interrupted(f"no run had finished (logs: {stamp_dir})")
         console.print("interrupted: every server was stopped")
-        if any(r.get(a) for r in runner.rounds for a in ("base", "head", "null")):
-            outcome = runner.outcome(problem="interrupted before the last round")
-            try:
-                report = write_report(ab_result(suite, plans, outcome, command), out_dir)
-            except Exception as exc:  # noqa: BLE001 - each run is kept beside its log anyway
-                console.print(f"error: report not written: {one_line(exc)}", markup=False)
-            else:
-                console.print(f"the runs so far: {report.with_suffix('.json')}", highlight=False)
-        sys.exit(signals.exit_code())
-    finish(ab_result(suite, plans, outcome, command), out_dir, summary_file)
+        outcome = runner.outcome(problem="interrupted before the last round")
+        result = ab_result(suite, plans, outcome, command)
+        finish(ab_ending(result, out_dir, interrupted=True), summary_file)
+    finish(ab_ending(ab_result(suite, plans, outcome, command), out_dir), summary_file)
 
 
 def simulated_ab(suite, plans, costs: str, null_arm: bool, out_dir, summary_file) -> NoReturn:
@@ -361,7 +303,7 @@ def simulated_ab(suite, plans, costs: str, null_arm: bool, out_dir, summary_file
         "comparison": comparison.to_dict(),
         "simulated": described(runs["head"]["simulated"]),
     }
-    finish(ab_result(suite, plans, outcome, harness_command()), out_dir, summary_file)
+    finish(ab_ending(ab_result(suite, plans, outcome, harness_command()), out_dir), summary_file)
 
 
 @click.command()
@@ -380,7 +322,7 @@ def compare(a, b, out_dir):
         result = compare_saved(a, b)
     except (ComparisonError, ValueError, OSError) as e:
         raise InputError(str(e)) from None
-    finish(result, out_dir)
+    finish(ab_ending(result, out_dir))
 
 
 @click.command()

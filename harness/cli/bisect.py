@@ -4,7 +4,6 @@ the way, bad input)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
@@ -18,8 +17,8 @@ from harness.bisect.bisect import BisectError
 from harness.bisect.bisect_report import headline, step_row, summary, write_bisect_report
 from harness.bisect.bisector import Bisector, Step
 from harness.bisect.commits import commit_info, first_parent_commits
-from harness.cli import signals
-from harness.cli.ab import EXIT_INVALID, InputError, input_error, one_line, shown, write_summary
+from harness.cli.errors import EXIT_INVALID, InputError, input_error, shown
+from harness.cli.finish import Ending, finish, interrupted
 from harness.cli.options import (
     api_key_option,
     check_rounds,
@@ -198,25 +197,29 @@ def bisect(
     except (BisectError, RefError, ArmError, SuiteError, ProjectError) as e:
         raise input_error(e) from None
     except KeyboardInterrupt:
+        if (partial := bisector.so_far(commits)) is None:
+            interrupted(f"each step's runs are kept beside its logs in {logs}")
         console.print("interrupted: every server was stopped")
-        if (partial := bisector.so_far(commits)) is not None:
-            data = summary(partial, suite.name, good, command) | {"interrupted": True}
-            try:
-                report = write_bisect_report(data, None, out_dir)
-                console.print(f"the steps so far: {report}", markup=False, highlight=False)
-            except Exception as exc:  # noqa: BLE001 - each step's runs stay beside its logs
-                console.print(f"error: report not written: {one_line(exc)}", markup=False)
-        sys.exit(signals.exit_code())
+        data = summary(partial, suite.name, good, command) | {"interrupted": True}
+        finish(bisect_ending(data, None, out_dir, interrupted=True), summary_file)
     data = summary(outcome, suite.name, good, command)
-    out = Console(width=140)
-    print_path(out, data)
-    out.print(terminal(headline(data)), markup=False, highlight=False)
-    report = None
-    try:
-        report = write_bisect_report(data, outcome.final, out_dir)
-    except Exception as exc:  # noqa: BLE001 - no report bug may change the answer
-        click.echo(f"error: report not written: {type(exc).__name__}: {one_line(exc)}", err=True)
-    else:
-        out.print(f"report: {report}", markup=False, highlight=False)
-    write_summary(lambda: bisect_summary(data, report and str(report)), summary_file)
-    sys.exit(0 if outcome.culprit else EXIT_INVALID)
+    finish(bisect_ending(data, outcome.final, out_dir), summary_file)
+
+
+def bisect_ending(data: dict, final, out_dir: Path, interrupted: bool = False) -> Ending:
+    """A bisect that named its commit exits 0; one that could not (or was stopped), 2."""
+    named = data.get("culprit") is not None and not interrupted
+
+    def show() -> None:
+        out = Console(width=140)
+        print_path(out, data)
+        out.print(terminal(headline(data)), markup=False, highlight=False)
+
+    return Ending(
+        "NAMED" if named else "INVALID",
+        0 if named else EXIT_INVALID,
+        show=show,
+        write_report=lambda: write_bisect_report(data, final, out_dir),
+        summary=lambda report: bisect_summary(data, report),
+        interrupted=interrupted,
+    )

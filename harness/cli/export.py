@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from harness.cli.ab import InputError
+from harness.cli.errors import InputError
 from harness.cli.outputs import OutputError, same_file, writable_file
 from harness.files import strict_json, write_atomic
 from harness.names import claim_file

@@ -9,7 +9,7 @@ import click
 
 from harness.arms.cache import claimed, entries, remove, stale
 from harness.arms.worktrees import RefError, cache_dir, repo_root
-from harness.cli.ab import InputError
+from harness.cli.errors import InputError
 
 
 @click.command()

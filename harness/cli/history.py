@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from harness.cli.ab import InputError
+from harness.cli.errors import InputError
 from harness.cli.outputs import OutputError, writable_dir
 from harness.escape import terminal
 from harness.history.points import Series, collect, series

@@ -20,16 +20,9 @@ from harness.arms.launcher import LaunchError
 from harness.arms.project import ProjectError
 from harness.arms.worktrees import RefError
 from harness.cli import signals
-from harness.cli.ab import (
-    EXIT_INVALID,
-    InputError,
-    ab,
-    compare,
-    input_error,
-    one_line,
-    report,
-)
+from harness.cli.ab import ab, compare, report
 from harness.cli.bisect import bisect
+from harness.cli.errors import EXIT_INVALID, InputError, input_error, one_line
 from harness.cli.export import export
 from harness.cli.gc import gc
 from harness.cli.history import history, publish

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from harness.cli.ab import InputError, write_summary
+from harness.cli.errors import InputError
+from harness.cli.finish import write_summary
 from harness.cli.outputs import OutputError, checked_summary
 from harness.report.merge import merged_markdown, read_shard, worst
 from harness.stats.compare import ComparisonError

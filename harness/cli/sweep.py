@@ -3,8 +3,6 @@ level. Exit codes: 0 pass, 1 regression at some level, 2 invalid run, crash or b
 
 from __future__ import annotations
 
-import sys
-
 import click
 from click.core import ParameterSource
 from rich.console import Console
@@ -12,8 +10,8 @@ from rich.console import Console
 from harness.arms.arms import ArmError
 from harness.arms.project import ProjectError
 from harness.arms.worktrees import RefError
-from harness.cli import signals
-from harness.cli.ab import InputError, input_error, one_line, write_summary
+from harness.cli.errors import InputError, input_error
+from harness.cli.finish import Ending, finish, interrupted
 from harness.cli.options import (
     COSTS,
     Finite,
@@ -224,14 +222,13 @@ def sweep(
         progress=lambda label: LiveProgress(console, label, disabled=quiet),
         sim=sim_costs,
     )
-    interrupted = False
+    stopped = False
     try:
         raw = runner.run()
     except SimError as e:
         raise input_error(e) from None
     except KeyboardInterrupt:
-        console.print("interrupted: every server was stopped")
-        raw, interrupted = {"runs": runner.runs, "crash": None}, True
+        raw, stopped = {"runs": runner.runs, "crash": None}, True
     try:
         by_level = rounds_by_level(raw["runs"], plan.names(), list(plans))
         verdict = judge(
@@ -245,20 +242,20 @@ def sweep(
             knee_gain,
         )
     except ComparisonError as e:
-        if interrupted:  # nothing comparable ran; each finished run is kept beside its log
-            console.print(f"the runs so far: {runner.log_dir}", highlight=False)
-            sys.exit(signals.exit_code())
+        if stopped:  # nothing comparable ran; each finished run is kept beside its log
+            interrupted(f"the runs so far: {runner.log_dir}")
         raise InputError(str(e)) from None
-    if interrupted:
+    if stopped:
+        console.print("interrupted: every server was stopped")
         verdict |= {"verdict": "INVALID", "exit_code": 2}
         verdict["invalid"] = ["interrupted before the last round", *verdict.get("invalid", [])]
-    command = harness_command()
-    result = sweep_result(plan, plans, rounds, raw, by_level, verdict, command)
-    report = None
-    try:
-        report = write_sweep_report(result, out_dir)
-    except Exception as exc:  # noqa: BLE001 - no report bug may change the gate's answer
-        click.echo(f"error: report not written: {type(exc).__name__}: {one_line(exc)}", err=True)
-    print_sweep(Console(width=120), result, report)
-    write_summary(lambda: sweep_summary(result, report and str(report)), summary_file)
-    sys.exit(signals.exit_code() if interrupted else verdict["exit_code"])
+    result = sweep_result(plan, plans, rounds, raw, by_level, verdict, harness_command())
+    ending = Ending(
+        verdict["verdict"],
+        verdict["exit_code"],
+        show=lambda: print_sweep(Console(width=120), result),
+        write_report=lambda: write_sweep_report(result, out_dir),
+        summary=lambda report: sweep_summary(result, report),
+        interrupted=stopped,
+    )
+    finish(ending, summary_file)

@@ -223,7 +223,7 @@ def write_sweep_report(result: dict, out_dir: Path, rerender: bool = False) -> P
     return md
 
 
-def print_sweep(console: Console, result: dict, report: Path | None) -> None:
+def print_sweep(console: Console, result: dict) -> None:
     j = result["judgement"]
     said = f"suite {result['suite']}: " + " vs ".join(a["label"] for a in result["arms"].values())
     table = Table(title=markup_escape(escape.terminal(said)))  # names: printed as they are
@@ -260,8 +260,6 @@ def print_sweep(console: Console, result: dict, report: Path | None) -> None:
         said = escape.terminal(f"simulated with {sim['name']} ({sim['source']})")
         console.print(said, highlight=False, markup=False)
     console.print(headline(result).lstrip("# "), highlight=False, soft_wrap=True)  # one line
-    if report is not None:
-        console.print(f"report: {report}", highlight=False)
 
 
 def rerender_sweep_report(json_path: Path, out_dir: Path | None = None) -> Path:
