@@ -14,9 +14,9 @@ from pathlib import Path
 from harness_helpers import REPO, scripted, unique_marker, write_suite
 
 from harness.arms.arms import make_arm
+from harness.report.sentences import clear_pass
 from harness.report.tables import machine_and_load, verdict_line
 from harness.runs.plan import ArmPlan, Side, label_arms
-from harness.stats.verdict import clear_pass
 
 SUITE = """
 model = "scripted"

@@ -8,6 +8,7 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 
+from harness.report.sentences import clear_change, gate_warnings
 from harness.stats.compare import (
     Comparison,
     ComparisonError,
@@ -15,7 +16,7 @@ from harness.stats.compare import (
     compare_rounds,
     needs_more_rounds,
 )
-from harness.stats.verdict import Verdict, clear_change, ratio_verdict
+from harness.stats.verdict import Verdict, ratio_verdict
 
 from fake_runs import make_rounds, make_run
 
@@ -233,7 +234,7 @@ def test_exit_codes():
     assert (gate(1.3).verdict, gate(1.3).exit_code) == ("REGRESSION", 1)
     noisy = gate(1.1, cv=0.3)
     assert (noisy.verdict, noisy.exit_code) == ("INCONCLUSIVE", 0)
-    assert needs_more_rounds(noisy) and noisy.warnings
+    assert needs_more_rounds(noisy) and gate_warnings(noisy.to_dict())
     assert not needs_more_rounds(gate(1.3))  # a REGRESSION stops the rounds at once
     crashed = gate(1.3, crash={"arm": "head", "log_tail": "Killed"})
     assert (crashed.verdict, crashed.exit_code) == ("INVALID", 2)
@@ -246,7 +247,7 @@ def test_one_round_has_no_interval_and_is_inconclusive():
     m = c.metrics[0]
     assert (m.verdict, m.ci_low, m.ci_high) == (Verdict.INCONCLUSIVE, None, None)
     assert m.ratio == pytest.approx(1.5) and needs_more_rounds(c)
-    assert "95% CI [n/a, n/a]" in c.warnings[0]
+    assert "95% CI [n/a, n/a]" in gate_warnings(c.to_dict())[0]
 
 
 def test_an_invalid_run_overrides_a_regression():
@@ -267,7 +268,7 @@ def test_null_arm_is_the_noise_floor_beside_the_verdict():
     assert c.noise[0].verdict == Verdict.PASS and c.noise[0].head == list(arms["null"])
     arms["null"] *= 1.3  # a null arm this far off means the machine drifts
     drifting = compare_rounds(make_rounds(arms, "ttft_p50_ms"), TOL)
-    assert any("null arm" in w for w in drifting.warnings)
+    assert any("null arm" in w for w in gate_warnings(drifting.to_dict()))
 
 
 def test_comparison_round_trips_through_json():

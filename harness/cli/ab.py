@@ -39,6 +39,7 @@ from harness.escape import terminal
 from harness.report.ab_report import to_plain, write_report
 from harness.report.display import LiveProgress
 from harness.report.saved import compare_saved, load_result
+from harness.report.sentences import clear_pass, gate_warnings
 from harness.report.summary import ab_summary
 from harness.report.tables import fmt_value
 from harness.results.metrics import Method
@@ -48,7 +49,6 @@ from harness.sim.gate import compare_simulated
 from harness.sim.simulated_run import described, sim_run
 from harness.sim.workload import SimError
 from harness.stats.compare import ComparisonError, exit_meaning, is_simulated
-from harness.stats.verdict import clear_pass
 from harness.workload.suite import SuiteError, load_suite, override
 
 
@@ -94,7 +94,7 @@ def print_verdict(console: Console, ab: dict) -> None:
             )
         elif line := clear_pass(m):
             console.print(line, highlight=False)
-    for line in comp.get("invalid", []) + comp.get("warnings", []):
+    for line in comp["invalid"] + gate_warnings(comp):
         console.print(f"- {terminal(line)}", highlight=False, markup=False)
     if ab.get("crash"):
         console.print(

@@ -19,10 +19,10 @@ from harness.report import tables
 from harness.report.engagement import engagement
 from harness.report.plots import arms_present, plot_rss, plot_ttft
 from harness.report.saved import is_run, load_result
+from harness.report.sentences import gate_warnings
 from harness.report.summary import arm_shas, reproduce
 from harness.results.store import read_json
 from harness.stats.compare import ComparisonError
-from harness.stats.power import power_rows, round_walls
 
 TEMPLATES = shipped_dir("templates")
 
@@ -111,8 +111,8 @@ def render_markdown(ab: dict, plots: dict[str, str], no_plots: str = "") -> str:
         metric_rows=tables.metric_rows(comparison),
         moved_rows=tables.moved_rows(ab),
         startup_rows=tables.startup_rows(ab),
-        power_rows=power_rows(comparison),
-        walls=round_walls(ab["rounds"]),
+        power_rows=tables.power_rows(comparison),
+        walls=tables.round_walls(ab["rounds"]),
         looks=_looks(comparison),
         has_null=bool(comparison.get("noise")),
         key_metrics=tables.KEY_METRICS,
@@ -126,7 +126,7 @@ def render_markdown(ab: dict, plots: dict[str, str], no_plots: str = "") -> str:
         counter_folded=counter_folded,
         machine=machine,
         load=load,
-        warnings=comparison["warnings"]
+        warnings=gate_warnings(comparison)
         + [f"invalid: {line}" for line in comparison["invalid"]]
         + arm_warnings
         + machine_warnings,

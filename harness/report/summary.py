@@ -9,6 +9,7 @@ import shlex
 from pathlib import Path
 
 from harness.escape import code_span, fence, markdown
+from harness.report.sentences import gate_warnings
 from harness.report.tables import metric_rows, moved_rows
 from harness.stats.compare import exit_meaning, is_simulated
 
@@ -81,7 +82,7 @@ def ab_summary(ab: dict, report: str | None) -> str:
     if ab.get("rounds") and (moved := moved_rows(ab)):
         said = ", ".join(f"{m['name']} {m['change']} {m['ci_pct']}" for m in moved)
         lines.append(f"Not gated, but moved: {markdown(said)}.")
-    lines += [f"- {markdown(line)}" for line in comp["invalid"] + comp["warnings"]]
+    lines += [f"- {markdown(line)}" for line in comp["invalid"] + gate_warnings(comp)]
     return (
         "\n".join([*lines, *_tail(reproduce(ab.get("command", ""), arm_shas(ab)), report)]) + "\n"
     )

@@ -4,14 +4,13 @@ that templates/report.md.j2 lays out."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from statistics import median
 
 from harness.escape import markdown
+from harness.report.sentences import clear_change
 from harness.results.metrics import METRICS, Method
 from harness.runs.machine import machine_identity
-from harness.stats.compare import compare_metric, exit_meaning, is_simulated
-from harness.stats.verdict import clear_change
+from harness.stats.compare import exit_meaning, is_simulated
 
 KEY_METRICS = ("ttft_p50_ms", "ttft_p95_ms", "e2e_p50_ms", "tok_s", "peak_rss_bytes", "errors",
                "startup_s", "startup_peak_rss_bytes")  # fmt: skip
@@ -110,26 +109,20 @@ def metric_rows(comparison: dict) -> list[dict]:
     return rows
 
 
-LATENCIES = ("ttft_p50_ms", "ttft_p95_ms", "itl_p50_ms", "itl_p95_ms", "tpot_ms", "e2e_p50_ms",
-             "e2e_p95_ms", "queue_p95_ms", "tok_s")  # fmt: skip
-
-
 def moved_rows(ab: dict) -> list[dict]:
-    """The latencies the suite does not gate that moved in this A/B (their 95% CI excludes 1):
-    shown, never judged, so a change the gate cannot see is still in front of the reader."""
+    """The metrics the suite does not gate that moved in this A/B (their 95% CI excludes 1), as
+    the gate compared them: shown, never judged, so a change the gate cannot see is still in
+    front of the reader."""
     rows = []
-    for name, base, head in _ungated(ab, LATENCIES):
-        if len(base) < 2 or any(v is None or v <= 0 for v in [*base, *head]):
-            continue
-        m = compare_metric(name, base, head, 0.0)
-        if m.ci_low is not None and (m.ci_low > 1 or m.ci_high < 1):
+    for m in ab["comparison"].get("ungated", []):
+        if m["ci_low"] is not None and (m["ci_low"] > 1 or m["ci_high"] < 1):
             rows.append(
                 {
-                    "name": name,
-                    "base": fmt_value(name, m.base_value),
-                    "head": fmt_value(name, m.head_value),
-                    "change": fmt_change(m.ratio),
-                    "ci_pct": fmt_interval(asdict(m), pct=True),
+                    "name": m["name"],
+                    "base": fmt_value(m["name"], m["base_value"]),
+                    "head": fmt_value(m["name"], m["head_value"]),
+                    "change": fmt_change(m["ratio"]),
+                    "ci_pct": fmt_interval(m, pct=True),
                 }
             )
     return rows
@@ -315,3 +308,40 @@ def sampler_and_prompts(ab: dict) -> dict[str, str]:
             f"{'exact' if exact else 'APPROXIMATED'}, counted by {', '.join(sources)}"
         )
     return out
+
+
+def _pct(sd: float | None) -> str:
+    return "n/a" if sd is None else f"{sd * 100:.1f}%"
+
+
+def power_rows(comparison: dict) -> list[dict]:
+    """What the A/B could see, per interval-judged metric: its noise per round (sd of ln
+    head/base), the noise floor (null/base when a null arm ran, else head/base) and the ratio
+    its last look catches 4 times in 5."""
+    noise = {n["name"]: n for n in comparison.get("noise", [])}
+    rows = []
+    for m in comparison["metrics"]:
+        if m["method"] == Method.MINMAX or m["ratio"] is None:
+            continue
+        null = noise.get(m["name"])
+        floor = null.get("spread") if null else m.get("spread")
+        caught = m.get("detectable")
+        rows.append(
+            {
+                "name": m["name"],
+                "noise": _pct(m.get("spread")),
+                "floor": f"{_pct(floor)} ({'null arm' if null else 'rounds'})",
+                "alpha": "n/a" if m.get("alpha") is None else f"{m['alpha']:.2g}",
+                "detectable": "n/a" if caught is None else f"{caught:.3f}x",
+            }
+        )
+    return rows
+
+
+def round_walls(rounds: list[dict]) -> str:
+    """'median 71 s (68, 74, 70)' from each round's wall_s; older results lack it."""
+    walls = [r["wall_s"] for r in rounds if isinstance(r.get("wall_s"), int | float)]
+    if not walls:
+        return "not recorded"
+    each = ", ".join(f"{w:.0f}" for w in walls)
+    return f"median {median(walls):.0f} s per round ({each}; {sum(walls) / 60:.1f} min in all)"

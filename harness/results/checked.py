@@ -182,11 +182,12 @@ METRIC = {
     "!name": "metric", "base": List(Opt("num")), "head": List(Opt("num")), "!ratio": Opt("num"),
     "!ci_low": Opt("num"), "!ci_high": Opt("num"), "!tolerance": "pos", "!verdict": "str",
     "!mde": Opt("num"), "!method": "method", "lower_is_better": "bool", "!note": Opt("str"),
-    "base_value": Opt("num"), "head_value": Opt("num"),
+    "base_value": Opt("num"), "head_value": Opt("num"), "spread": Opt("num"),
 }  # fmt: skip
 COMPARISON = {
     "!verdict": "str", "!exit_code": "code", "!rounds": "rounds", "!metrics": List(METRIC),
     "!invalid": List("str"), "!warnings": List("str"), "noise": List(METRIC),
+    "ungated": List(METRIC),
     "schedule": Opt({"looks": List("rounds"), "alpha": "num"}), "fingerprint": Opt("str"),
 }  # fmt: skip
 ARM = {

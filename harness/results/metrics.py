@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import StrEnum
-from statistics import median
+from statistics import median, stdev
 
 
 class Method(StrEnum):
@@ -120,6 +120,17 @@ CATALOGUE: tuple[Metric, ...] = (
 METRICS = {m.name: m for m in CATALOGUE}
 GATEABLE = tuple(m.name for m in CATALOGUE if m.gateable)
 SUMMARY_KEYS = tuple(m.name for m in CATALOGUE)
+
+
+def log_spread(base: list, head: list) -> float | None:
+    """The noise per round of a paired metric: sd of ln(head/base) over the rounds where both
+    are positive numbers; None below two such rounds."""
+    d = [
+        math.log(h / b)
+        for b, h in zip(base, head, strict=False)
+        if isinstance(b, int | float) and isinstance(h, int | float) and b > 0 and h > 0
+    ]
+    return stdev(d) if len(d) >= 2 else None
 
 
 def metric(name: str) -> Metric:

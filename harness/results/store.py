@@ -13,12 +13,16 @@ from pathlib import Path
 from harness.files import read_capped, strict_json, write_atomic
 from harness.results.checked import check_saved
 from harness.results.errors import ComparisonError
-from harness.results.metrics import METRICS, Method
+from harness.results.metrics import METRICS, Method, log_spread
 
 MAX_INPUT_BYTES = 64 * 2**20  # a saved A/B result is 0.4-3 MB, a run JSON with timelines ~10,
 # a raw file tens: parsing JSON takes ~25x its size in memory, so this bounds it near 1.6 GB
 SCHEMAS = {"ab": 2, "sweep": 2, "bisect": 2, "run": 1}  # what this harness writes
 SCHEMA = re.compile(r"servegate\.([a-z]+)/([0-9]{1,4})")
+# what version 1 stored as warnings and version 2 writes from the numbers when it shows them
+DERIVED = re.compile(
+    r"\S+ INCONCLUSIVE after \d+ round|\S+ not judged: |null arm \(base vs base\) shows "
+)
 
 
 def schema(kind: str) -> str:
@@ -74,9 +78,11 @@ def version(doc: object, path: Path) -> tuple[str, int] | None:
 
 
 def migrate(doc: object, path: Path) -> object:
-    """The document in the shape this harness writes: version 1 of an A/B, sweep or bisect
-    result lacks the per-arm value each metric's comparison stands for (added in version 2:
-    the catalogue's centre of the arm's rounds, what the terminal and the reports show)."""
+    """The document in the shape this harness writes. Version 2 of an A/B, sweep or bisect
+    result stores in each metric's comparison the value standing for each arm (the catalogue's
+    centre of its rounds, what the terminal and the reports show) and the noise per round, and
+    no sentence the report writes from those numbers; it also compares the metrics the suite
+    does not gate, which a version 1 result cannot have (its report shows none as moved)."""
     found = version(doc, path)
     if found is None or found[1] == SCHEMAS[found[0]]:
         return doc
@@ -86,7 +92,7 @@ def migrate(doc: object, path: Path) -> object:
 
 
 def _centres(node: object) -> None:
-    """Fill base_value/head_value in every metric comparison under `node`."""
+    """Version 1 -> 2 of every metric comparison and comparison under `node`."""
     if isinstance(node, list):
         for item in node:
             _centres(item)
@@ -97,7 +103,11 @@ def _centres(node: object) -> None:
                 values = node[arm]
                 exact = node["method"] == Method.SIMULATED and len(values) == 1
                 node.setdefault(f"{arm}_value", values[0] if exact else entry.centre(values))
+            if node["method"] in (Method.T, Method.BOOTSTRAP):
+                node.setdefault("spread", log_spread(node["base"], node["head"]))
             return
+        if isinstance(node.get("metrics"), list) and isinstance(node.get("warnings"), list):
+            node["warnings"] = [w for w in node["warnings"] if not DERIVED.match(str(w))]
         for value in node.values():
             _centres(value)
 

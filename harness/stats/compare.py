@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from statistics import median
 
 from harness.results.errors import ComparisonError
-from harness.results.metrics import Method, metric
+from harness.results.metrics import CATALOGUE, Method, log_spread, metric
 from harness.stats.interval import detectable_shift, ratio_interval, t_bounds
 from harness.stats.sequential import Schedule
 from harness.stats.verdict import Verdict, peak_verdict, ratio_verdict
@@ -49,6 +49,7 @@ class MetricResult:
     lower_is_better: bool = True
     base_value: float | None = None  # the value that stands for each arm's rounds (the
     head_value: float | None = None  # catalogue's centre): what reports and the terminal show
+    spread: float | None = None  # sd of ln(head/base) per round: the noise an interval met
     note: str = ""
     alpha: float | None = None  # one-sided alpha a REGRESSION had to clear at this look
     evidence_low: float | None = None  # the (1 - alpha) t-bounds on the ratio
@@ -64,6 +65,7 @@ class Comparison:
     fingerprint: str
     metrics: list[MetricResult]
     noise: list[MetricResult] = field(default_factory=list)  # null arm vs base
+    ungated: list[MetricResult] = field(default_factory=list)  # compared, never judged
     invalid: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     schedule: dict | None = None  # the looks and alpha of the sequential rule (sequential.py)
@@ -82,6 +84,7 @@ class Comparison:
                 **data,
                 "metrics": [metric(m) for m in data["metrics"]],
                 "noise": [metric(m) for m in data.get("noise", [])],
+                "ungated": [metric(m) for m in data.get("ungated", [])],
             }
         )
 
@@ -129,6 +132,7 @@ def compare_metric(
         result.note = "ratio undefined: non-positive values"
         return result
     iv = ratio_interval(base, head, seed=seed)
+    result.spread = log_spread(base, head)
     result.ratio, result.ci_low, result.ci_high = iv.ratio, iv.ci_low, iv.ci_high
     result.mde, result.method = iv.mde, iv.method
     evidence = t_bounds(base, head, alpha) if alpha is not None else None
@@ -213,28 +217,20 @@ def overall_verdict(metrics: list[MetricResult], invalid: list[str]) -> str:
     return str(Verdict.PASS)
 
 
-def _num(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.3f}"
-
-
-def _warnings(metrics: list[MetricResult], noise: list[MetricResult], rounds: int) -> list[str]:
-    out = [
-        f"{m.name} INCONCLUSIVE after {rounds} round(s): ratio {_num(m.ratio)}, 95% CI "
-        f"[{_num(m.ci_low)}, {_num(m.ci_high)}], MDE {_num(m.mde)}: add rounds"
-        for m in metrics
-        if m.verdict == Verdict.INCONCLUSIVE
-    ]
-    out += [
-        f"{m.name} not judged: {m.note}"
-        for m in metrics
-        if m.verdict == Verdict.NA and m.method != "minmax"
-    ]
-    out += [
-        f"null arm (base vs base) shows {n.verdict} on {n.name} (ratio {n.ratio:.3f}): "
-        "this machine's noise exceeds the tolerance, so treat head's verdicts with care"
-        for n in noise
-        if n.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
-    ]
+def ungated(rounds: list[dict], tolerances: dict[str, float], seed: int) -> list[MetricResult]:
+    """The interval metrics the suite does not gate, compared over the paired rounds where every
+    run measured them (at least two): stored so a report can show what moved, never judged."""
+    paired = [r for r in rounds if r.get("base") is not None and r.get("head") is not None]
+    out = []
+    for m in CATALOGUE:
+        if m.name in tolerances or not m.gateable or m.memory_peak:
+            continue
+        base, head = ([r[a]["summary"].get(m.name) for r in paired] for a in ("base", "head"))
+        if len(base) < 2 or any(v is None or v <= 0 for v in [*base, *head]):
+            continue
+        result = compare_metric(m.name, base, head, 0.0, seed=seed)
+        result.verdict, result.note = Verdict.NA, "not gated"
+        out.append(result)
     return out
 
 
@@ -279,7 +275,7 @@ def compare_rounds(
         metrics=metrics,
         noise=noise,
         invalid=invalid,
-        warnings=_warnings(metrics, noise, n),
+        ungated=ungated(rounds, tolerances, seed),
         schedule=schedule.to_dict(),
     )
 

@@ -60,23 +60,12 @@ def peak_verdict(base: list[float], head: list[float], tol: float, slack_bytes: 
     return Verdict.PASS
 
 
-def clear_change(m: dict) -> str | None:
-    """For a PASS the gate itself would call changed (its one-sided bounds at the look's alpha,
-    the ones a REGRESSION must clear, lie both on one side of 1): the change and its 95% CI in
-    words, `+7.6% [7.1, 8.0], within 10%`. None for any other metric. A 95% CI that merely
-    excludes 1 is a per-metric 5% claim: on an A/A of three metrics one shows up about once in
-    seven runs, so it is not said (docs/statistics.md, "Changed within tolerance")."""
-    lo, hi, ratio = m.get("ci_low"), m.get("ci_high"), m.get("ratio")
-    ev_lo, ev_hi = m.get("evidence_low"), m.get("evidence_high")
+def changed_within_tolerance(m: dict) -> bool:
+    """A PASS the gate itself would call changed: its one-sided bounds at the look's alpha (the
+    ones a REGRESSION must clear) lie both on one side of 1. A 95% CI that merely excludes 1 is
+    a per-metric 5% claim: on an A/A of three metrics one shows up about once in seven runs, so
+    it does not count (docs/statistics.md, "Changed within tolerance")."""
+    values = [m.get(k) for k in ("ci_low", "ci_high", "ratio", "evidence_low", "evidence_high")]
     if str(m.get("verdict")) != Verdict.PASS or m.get("method") not in (Method.T, Method.BOOTSTRAP):
-        return None
-    if None in (lo, hi, ratio, ev_lo, ev_hi) or ev_lo <= 1 <= ev_hi:
-        return None
-    pct = [(x - 1) * 100 for x in (ratio, lo, hi)]
-    return f"{pct[0]:+.1f}% [{pct[1]:.1f}, {pct[2]:.1f}], within {m['tolerance'] * 100:g}%"
-
-
-def clear_pass(m: dict) -> str | None:
-    """The verdict line of such a PASS: `PASS: ttft_p50_ms +7.6% [7.1, 8.0], within 10%`."""
-    change = clear_change(m)
-    return None if change is None else f"PASS: {m['name']} {change}"
+        return False
+    return None not in values and not m["evidence_low"] <= 1 <= m["evidence_high"]

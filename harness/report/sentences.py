@@ -1,0 +1,50 @@
+"""What the report, the pull-request summary and the terminal say about a comparison, in words:
+written here from the numbers the gate stored (stats/ returns numbers and verdicts only)."""
+
+from __future__ import annotations
+
+from harness.results.metrics import Method
+from harness.stats.verdict import Verdict, changed_within_tolerance
+
+
+def _num(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+def gate_warnings(comparison: dict) -> list[str]:
+    """What the reader must know beside the verdict: metrics left undecided (add rounds), not
+    judged, and a null arm whose noise crossed the tolerance; then what the run itself noted."""
+    rounds = comparison["rounds"]
+    out = [
+        f"{m['name']} INCONCLUSIVE after {rounds} round(s): ratio {_num(m['ratio'])}, 95% CI "
+        f"[{_num(m['ci_low'])}, {_num(m['ci_high'])}], MDE {_num(m['mde'])}: add rounds"
+        for m in comparison["metrics"]
+        if m["verdict"] == Verdict.INCONCLUSIVE
+    ]
+    out += [
+        f"{m['name']} not judged: {m['note']}"
+        for m in comparison["metrics"]
+        if m["verdict"] == Verdict.NA and m["method"] != Method.MINMAX
+    ]
+    out += [
+        f"null arm (base vs base) shows {n['verdict']} on {n['name']} (ratio {n['ratio']:.3f}): "
+        "this machine's noise exceeds the tolerance, so treat head's verdicts with care"
+        for n in comparison.get("noise", [])
+        if n["verdict"] in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
+    ]
+    return out + list(comparison["warnings"])
+
+
+def clear_change(m: dict) -> str | None:
+    """For a PASS the gate calls changed: the change and its 95% CI in words, `+7.6% [7.1,
+    8.0], within 10%`. None for any other metric."""
+    if not changed_within_tolerance(m):
+        return None
+    pct = [(m[k] - 1) * 100 for k in ("ratio", "ci_low", "ci_high")]
+    return f"{pct[0]:+.1f}% [{pct[1]:.1f}, {pct[2]:.1f}], within {m['tolerance'] * 100:g}%"
+
+
+def clear_pass(m: dict) -> str | None:
+    """The verdict line of such a PASS: `PASS: ttft_p50_ms +7.6% [7.1, 8.0], within 10%`."""
+    change = clear_change(m)
+    return None if change is None else f"PASS: {m['name']} {change}"
