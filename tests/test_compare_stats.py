@@ -9,14 +9,15 @@ import numpy as np
 import pytest
 
 from harness.report.sentences import clear_change, gate_warnings
+from harness.results.errors import ComparisonError
+from harness.results.verdicts import Verdict
 from harness.stats.compare import (
     Comparison,
-    ComparisonError,
     compare_metric,
     compare_rounds,
     needs_more_rounds,
 )
-from harness.stats.verdict import Verdict, ratio_verdict
+from harness.stats.verdict import ratio_verdict
 
 from fake_runs import make_rounds, make_run
 

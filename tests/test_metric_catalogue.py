@@ -15,8 +15,9 @@ from harness.cli.ab import print_verdict
 from harness.load.metrics import run_summary
 from harness.load.record import RequestRecord
 from harness.report.tables import metric_rows
+from harness.results.errors import ComparisonError
 from harness.results.metrics import CATALOGUE, GATEABLE, METRICS, SUMMARY_KEYS, Method, metric
-from harness.stats.compare import ComparisonError, compare_rounds
+from harness.stats.compare import compare_rounds
 
 from fake_runs import make_rounds
 

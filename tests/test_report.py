@@ -13,7 +13,8 @@ from harness.report.ab_report import rerender_report, slug, write_report
 from harness.report.engagement import engagement
 from harness.report.plots import label_rows
 from harness.report.saved import compare_saved
-from harness.stats.compare import ComparisonError, compare_rounds
+from harness.results.errors import ComparisonError
+from harness.stats.compare import compare_rounds
 
 from fake_runs import realistic_run
 

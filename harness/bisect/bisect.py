@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from harness.stats.verdict import Verdict
+from harness.results.verdicts import Verdict
 
 
 class Mark(StrEnum):

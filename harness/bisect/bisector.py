@@ -25,9 +25,11 @@ from harness.bisect.commits import Commit
 from harness.files import strict_json
 from harness.load.phase import Progress
 from harness.report.ab_report import to_plain
+from harness.results.errors import ComparisonError
+from harness.results.verdicts import INVALID
 from harness.runs.ab import ABRunner, ab_result
 from harness.runs.plan import Context, Side, plan_arm
-from harness.stats.compare import INVALID, Comparison, ComparisonError
+from harness.stats.compare import Comparison
 from harness.workload.suite import Suite
 
 MoreRounds = Callable[[Comparison], bool]

@@ -42,13 +42,14 @@ from harness.report.saved import compare_saved, load_result
 from harness.report.sentences import clear_pass, gate_warnings
 from harness.report.summary import ab_summary
 from harness.report.tables import fmt_value
+from harness.results.errors import ComparisonError
 from harness.results.metrics import Method
+from harness.results.verdicts import exit_meaning, is_simulated
 from harness.runs.ab import ABRunner, ab_result
 from harness.runs.plan import default_refs, label_arms, plan_arm, unsampled_memory
 from harness.sim.gate import compare_simulated
 from harness.sim.simulated_run import described, sim_run
 from harness.sim.workload import SimError
-from harness.stats.compare import ComparisonError, exit_meaning, is_simulated
 from harness.workload.suite import SuiteError, load_suite, override
 
 

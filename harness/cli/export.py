@@ -14,7 +14,7 @@ from harness.report.saved import runs_of
 from harness.report.vllm_export import vllm_result
 from harness.results import store
 from harness.results.checked import check_exportable
-from harness.stats.compare import ComparisonError
+from harness.results.errors import ComparisonError
 
 
 @click.command()

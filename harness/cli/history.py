@@ -13,7 +13,7 @@ from harness.escape import terminal
 from harness.history.points import Series, collect, series
 from harness.history.site import publish as write_site
 from harness.report.tables import fmt_value
-from harness.stats.compare import ComparisonError
+from harness.results.errors import ComparisonError
 
 FOLDER = click.argument(
     "folder", type=click.Path(exists=True, file_okay=False, path_type=Path), metavar="DIR"

@@ -11,7 +11,7 @@ from harness.cli.errors import InputError
 from harness.cli.finish import write_summary
 from harness.cli.outputs import OutputError, checked_summary
 from harness.report.merge import merged_markdown, read_shard, worst
-from harness.stats.compare import ComparisonError
+from harness.results.errors import ComparisonError
 
 
 @click.command()

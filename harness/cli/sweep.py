@@ -27,9 +27,9 @@ from harness.cli.options import (
 from harness.cli.outputs import OutputError, checked_summary, fresh_dir
 from harness.report.display import LiveProgress
 from harness.report.summary import sweep_summary
+from harness.results.errors import ComparisonError
 from harness.runs.plan import Side, default_refs, label_arms, plan_arm, unsampled_memory
 from harness.sim.workload import SimError
-from harness.stats.compare import ComparisonError
 from harness.sweep.judgement import CURVE_METRICS, judge
 from harness.sweep.knee import KNEE_GAIN, SloError, parse_slos
 from harness.sweep.sweep import COLD, Sweep, SweepError, SweepRunner, parse_levels, rounds_by_level

@@ -10,8 +10,8 @@ from statistics import median
 
 from harness.report.merge import machine_name
 from harness.results import metrics, store
+from harness.results.errors import ComparisonError
 from harness.stats.changepoint import ChangePoint, change_points
-from harness.stats.compare import ComparisonError
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,8 +18,8 @@ from harness.files import read_capped, write_atomic
 from harness.history.points import Series
 from harness.report.ab_report import slug, template_env
 from harness.report.tables import fmt_value
+from harness.results.errors import ComparisonError
 from harness.results.store import MAX_INPUT_BYTES
-from harness.stats.compare import ComparisonError
 
 WIDTH, HEIGHT, PAD_L, PAD_R, PAD_T, PAD_B = 760, 240, 70, 20, 16, 28
 VERDICT_COLOR = {"REGRESSION": "#c62828", "INVALID": "#6a1b9a", "INCONCLUSIVE": "#ef6c00",

@@ -21,8 +21,8 @@ from harness.report.plots import arms_present, plot_rss, plot_ttft
 from harness.report.saved import is_run, load_result
 from harness.report.sentences import gate_warnings
 from harness.report.summary import arm_shas, reproduce
+from harness.results.errors import ComparisonError
 from harness.results.store import read_json
-from harness.stats.compare import ComparisonError
 
 TEMPLATES = shipped_dir("templates")
 

@@ -11,7 +11,8 @@ from harness.report.summary import MARK
 from harness.report.tables import fmt_change, fmt_interval
 from harness.results import store
 from harness.results.checked import check_shard
-from harness.stats.compare import EXIT_MEANING, ComparisonError
+from harness.results.errors import ComparisonError
+from harness.results.verdicts import EXIT_MEANING
 
 RANK = ("INVALID", "REGRESSION", "INCONCLUSIVE", "IMPROVEMENT", "PASS", "VALID", "NAMED")
 

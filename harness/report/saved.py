@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.results import store
+from harness.results.errors import ComparisonError
 from harness.results.metrics import METRICS
-from harness.stats.compare import ComparisonError, compare_rounds
+from harness.stats.compare import compare_rounds
 
 DEFAULT_TOLERANCES = {
     "ttft_p50_ms": 0.10,

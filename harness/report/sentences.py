@@ -4,7 +4,8 @@ written here from the numbers the gate stored (stats/ returns numbers and verdic
 from __future__ import annotations
 
 from harness.results.metrics import Method
-from harness.stats.verdict import Verdict, changed_within_tolerance
+from harness.results.verdicts import Verdict
+from harness.stats.verdict import changed_within_tolerance
 
 
 def _num(x: float | None) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 from harness.escape import code_span, fence, markdown
 from harness.report.sentences import gate_warnings
 from harness.report.tables import metric_rows, moved_rows
-from harness.stats.compare import exit_meaning, is_simulated
+from harness.results.verdicts import exit_meaning, is_simulated
 
 MARK = {"REGRESSION": "❌", "INVALID": "⛔", "INCONCLUSIVE": "⚠️"} | dict.fromkeys(
     ("PASS", "IMPROVEMENT", "VALID", "NAMED"), "✅"

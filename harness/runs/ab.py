@@ -13,12 +13,11 @@ from pathlib import Path
 from harness.arms.launcher import LaunchError, reopen, stop_all
 from harness.load.phase import Progress
 from harness.results.store import schema
+from harness.results.verdicts import EXIT_CODES, INVALID
 from harness.runs.cold import Measured, measure_cold, server_log
 from harness.runs.measure import Started, start_arm
 from harness.runs.plan import ArmPlan
 from harness.stats.compare import (
-    EXIT_CODES,
-    INVALID,
     Comparison,
     ComparisonError,
     check_fingerprints,

@@ -6,14 +6,14 @@ reports say "exact (simulated)" where a real A/B shows its interval). Memory is 
 from __future__ import annotations
 
 from harness.results.metrics import Method, metric
+from harness.results.verdicts import EXIT_CODES, Verdict
 from harness.stats.compare import (
-    EXIT_CODES,
     Comparison,
     MetricResult,
     check_fingerprints,
     overall_verdict,
 )
-from harness.stats.verdict import Verdict, ratio_verdict
+from harness.stats.verdict import ratio_verdict
 
 
 def compare_simulated(base: dict, head: dict, tolerances: dict[str, float]) -> Comparison:

@@ -9,29 +9,12 @@ from statistics import median
 
 from harness.results.errors import ComparisonError
 from harness.results.metrics import CATALOGUE, Method, log_spread, metric
+from harness.results.verdicts import EXIT_CODES, INVALID, Verdict
 from harness.stats.interval import detectable_shift, ratio_interval, t_bounds
 from harness.stats.sequential import Schedule
-from harness.stats.verdict import Verdict, peak_verdict, ratio_verdict
+from harness.stats.verdict import peak_verdict, ratio_verdict
 
-INVALID = "INVALID"
-EXIT_CODES = {"PASS": 0, "IMPROVEMENT": 0, "INCONCLUSIVE": 0, "REGRESSION": 1, INVALID: 2}
-EXIT_MEANING = {
-    0: "no gated metric regressed beyond tolerance",
-    1: "a gated metric is worse beyond tolerance, at the gate's 1% false-regression rate",
-    2: "a run was invalid or an arm crashed, so nothing was judged",
-}
 ARMS = ("base", "head", "null")
-
-
-def is_simulated(comparison: dict) -> bool:
-    return any(m.get("method") == Method.SIMULATED for m in comparison["metrics"])
-
-
-def exit_meaning(code: int, simulated: bool = False) -> str:
-    """What the exit code says; a simulation is deterministic, so it has no error rate."""
-    if code == 1 and simulated:
-        return "a gated metric is worse beyond tolerance in the simulation"
-    return EXIT_MEANING[code]
 
 
 @dataclass(slots=True)

@@ -5,17 +5,9 @@
 from __future__ import annotations
 
 import math
-from enum import StrEnum
 
 from harness.results.metrics import Method
-
-
-class Verdict(StrEnum):
-    PASS = "PASS"
-    IMPROVEMENT = "IMPROVEMENT"
-    INCONCLUSIVE = "INCONCLUSIVE"
-    REGRESSION = "REGRESSION"
-    NA = "n/a"
+from harness.results.verdicts import Verdict
 
 
 def ratio_verdict(

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from statistics import median
 
+from harness.results.errors import ComparisonError
+from harness.results.verdicts import EXIT_CODES, INVALID
 from harness.sim.gate import compare_simulated
-from harness.stats.compare import EXIT_CODES, INVALID, Comparison, ComparisonError, compare_rounds
+from harness.stats.compare import Comparison, compare_rounds
 from harness.sweep.knee import KNEE_GAIN, Point, Slo, goodput, knee, slo_table
 
 CURVE_METRICS = (

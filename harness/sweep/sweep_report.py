@@ -18,9 +18,9 @@ from harness.report.summary import reproduce, sweep_shas
 from harness.report.tables import fmt_interval, fmt_ratio, fmt_value, machine_lines
 from harness.results import store
 from harness.results.store import schema
+from harness.results.verdicts import exit_meaning
 from harness.runs.plan import ArmPlan
 from harness.sim.simulated_run import described
-from harness.stats.compare import exit_meaning
 from harness.sweep.plots import plot_latency_throughput, plot_throughput, plot_ttft
 from harness.sweep.sweep import Sweep
 

@@ -1,0 +1,36 @@
+"""The words a result ends in: each metric's verdict, the overall verdict and the exit code it
+maps to (the product: 0 pass, 1 regression, 2 invalid), and what each code means."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from harness.results.metrics import Method
+
+
+class Verdict(StrEnum):
+    PASS = "PASS"
+    IMPROVEMENT = "IMPROVEMENT"
+    INCONCLUSIVE = "INCONCLUSIVE"
+    REGRESSION = "REGRESSION"
+    NA = "n/a"
+
+
+INVALID = "INVALID"
+EXIT_CODES = {"PASS": 0, "IMPROVEMENT": 0, "INCONCLUSIVE": 0, "REGRESSION": 1, INVALID: 2}
+EXIT_MEANING = {
+    0: "no gated metric regressed beyond tolerance",
+    1: "a gated metric is worse beyond tolerance, at the gate's 1% false-regression rate",
+    2: "a run was invalid or an arm crashed, so nothing was judged",
+}
+
+
+def is_simulated(comparison: dict) -> bool:
+    return any(m.get("method") == Method.SIMULATED for m in comparison["metrics"])
+
+
+def exit_meaning(code: int, simulated: bool = False) -> str:
+    """What the exit code says; a simulation is deterministic, so it has no error rate."""
+    if code == 1 and simulated:
+        return "a gated metric is worse beyond tolerance in the simulation"
+    return EXIT_MEANING[code]
