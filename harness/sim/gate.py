@@ -26,8 +26,9 @@ def compare_simulated(base: dict, head: dict, tolerances: dict[str, float]) -> C
         b, h = base["summary"].get(name), head["summary"].get(name)
         better = metric(name).lower_is_better
         if b is None or h is None or b <= 0:
-            metrics.append(MetricResult(name, [b], [h], None, None, None, tol, Verdict.NA, None,
-                                        Method.SIMULATED, better, "not simulated"))  # fmt: skip
+            missing = MetricResult(name, [b], [h], None, None, None, tol, Verdict.NA, None,
+                                   Method.SIMULATED, better, "not simulated")  # fmt: skip
+            metrics.append(missing)
             continue
         r = h / b
         verdict = ratio_verdict(r, r, r, tol, better)

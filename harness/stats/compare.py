@@ -30,14 +30,14 @@ class MetricResult:
     mde: float | None
     method: Method
     lower_is_better: bool = True
-    base_value: float | None = None  # the value that stands for each arm's rounds (the
-    head_value: float | None = None  # catalogue's centre): what reports and the terminal show
-    spread: float | None = None  # sd of ln(head/base) per round: the noise an interval met
     note: str = ""
     alpha: float | None = None  # one-sided alpha a REGRESSION had to clear at this look
     evidence_low: float | None = None  # the (1 - alpha) t-bounds on the ratio
     evidence_high: float | None = None
     detectable: float | None = None  # the true ratio this look catches 4 times in 5 (power)
+    base_value: float | None = None  # the value that stands for each arm's rounds (the
+    head_value: float | None = None  # catalogue's centre): what reports and the terminal show
+    spread: float | None = None  # sd of ln(head/base) per round: the noise an interval met
 
 
 @dataclass(slots=True)
@@ -48,10 +48,10 @@ class Comparison:
     fingerprint: str
     metrics: list[MetricResult]
     noise: list[MetricResult] = field(default_factory=list)  # null arm vs base
-    ungated: list[MetricResult] = field(default_factory=list)  # compared, never judged
     invalid: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     schedule: dict | None = None  # the looks and alpha of the sequential rule (sequential.py)
+    ungated: list[MetricResult] = field(default_factory=list)  # compared, never judged
 
     def to_dict(self) -> dict:
         return asdict(self)
