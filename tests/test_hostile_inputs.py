@@ -85,6 +85,7 @@ RATE = 'model = "m"\n[[phase]]\nname = "p"\narrival = "rate"\n'
         (["bisect", "--good", "HEAD~1", "--rounds", "5", "--max-rounds", "3"], "below --rounds"),
         (["sweep", "--levels", "", "--serve-cmd", "x {port}"], "give at least one level"),
         (["sweep", "--slo", "ttft_p95_ms=-5", "--serve-cmd", "x {port}"], "finite and > 0"),
+        (["sweep", "--slo", "requests=5", "--serve-cmd", "x {port}"], "METRIC one of"),
         (["sweep", "--slo", "ttft_p95_ms=nan", "--serve-cmd", "x {port}"], "finite and > 0"),
         (["sweep", "--knee-gain", "nan", "--serve-cmd", "x {port}"], "finite fraction"),
     ],

@@ -28,9 +28,10 @@ from harness.cli.outputs import OutputError, checked_summary, fresh_dir
 from harness.report.display import LiveProgress
 from harness.report.summary import sweep_summary
 from harness.results.errors import ComparisonError
+from harness.results.metrics import SUMMARY_KEYS
 from harness.runs.plan import Side, default_refs, label_arms, plan_arm, unsampled_memory
 from harness.sim.workload import SimError
-from harness.sweep.judgement import CURVE_METRICS, judge
+from harness.sweep.judgement import judge
 from harness.sweep.knee import KNEE_GAIN, SloError, parse_slos
 from harness.sweep.sweep import COLD, Sweep, SweepError, SweepRunner, parse_levels, rounds_by_level
 from harness.sweep.sweep_report import print_sweep, sweep_result, write_sweep_report
@@ -190,7 +191,7 @@ def sweep(
     try:
         given = rates if rates is not None else levels
         values = parse_levels("1,2,4,8,16" if given is None else given, mode)
-        slos = parse_slos(slo, set(CURVE_METRICS))
+        slos = parse_slos(slo, set(SUMMARY_KEYS))  # each with its direction
         one = Side(ref, "", env, serve_cmd, url, pid)
         sides = _sides(one, base_ref, head_ref, side_opts)
         suite = load_suite(suite_name)

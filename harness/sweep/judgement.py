@@ -7,26 +7,13 @@ from __future__ import annotations
 from statistics import median
 
 from harness.results.errors import ComparisonError
+from harness.results.metrics import SUMMARY_KEYS
 from harness.results.verdicts import EXIT_CODES, INVALID
 from harness.sim.gate import compare_simulated
 from harness.stats.compare import Comparison, compare_rounds
 from harness.sweep.knee import KNEE_GAIN, Point, Slo, goodput, knee, slo_table
 
-CURVE_METRICS = (
-    "ttft_p50_ms",
-    "ttft_p95_ms",
-    "ttft_p99_ms",
-    "tpot_ms",
-    "itl_p50_ms",
-    "e2e_p50_ms",
-    "e2e_p95_ms",
-    "tok_s",
-    "req_s",
-    "errors",
-    "requests",
-    "peak_rss_bytes",
-    "peak_device_bytes",
-)
+CURVE_METRICS = (*SUMMARY_KEYS, "requests")  # per level: every metric, medians over rounds
 RANK = (INVALID, "REGRESSION", "INCONCLUSIVE", "IMPROVEMENT", "PASS")
 
 
