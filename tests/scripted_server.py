@@ -65,7 +65,29 @@ def args_parser() -> argparse.ArgumentParser:
     p.add_argument("--tag", default="", help="ignored: tells two otherwise equal commands apart")
     p.add_argument("--max-streams", type=int, default=0, help="serve N at once; the rest wait")
     p.add_argument("--api-key", default="", help="401 on every request without this Bearer key")
+    p.add_argument(
+        "--device-lock",
+        default=None,
+        help="hold this file's lock, as a GPU server "
+        "holds its device; exit as CUDA's out-of-memory when another holds it",
+    )
     return p
+
+
+def hold_device(path: str):
+    """The lock on `path`, held for the process's life; a second server exits as vLLM does
+    when the GPU's memory is already taken."""
+    device = open(path, "a+")  # noqa: SIM115 - held until the process ends
+    try:
+        fcntl.flock(device, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB (GPU 0; "
+            "79.19 GiB total capacity; 71.27 GiB already allocated)",
+            flush=True,
+        )
+        sys.exit(1)
+    return device
 
 
 def next_factor(path: str, factors: str) -> float:
@@ -258,6 +280,7 @@ def main() -> None:
     if opts.exit_at_start is not None:
         print("scripted server: exiting at start as asked", flush=True)
         sys.exit(opts.exit_at_start)
+    device = hold_device(opts.device_lock) if opts.device_lock else None  # noqa: F841
     if opts.child:
         sleeper = [sys.executable, "-c", "import time; time.sleep(600)", "scripted-child"]
         subprocess.Popen([*sleeper, opts.model])  # the model name marks it for orphan checks

@@ -79,13 +79,15 @@ def test_null_arm_and_rounds_added_while_inconclusive_then_report_and_compare(tm
     # Head's TTFT is 40 ms times 1.3, 0.85, 1.25, 0.8 in its four processes (base and null:
     # 40 ms): two rounds give head/base 1.3 and 0.85, an interval far wider than the 10%
     # tolerance (INCONCLUSIVE whatever the machine does), so two rounds are added up to
-    # --max-rounds. Also: each round's arms are launched together before the first is measured.
+    # --max-rounds. Also: with --residency together each round's arms are launched together
+    # before the first is measured; one at a time (the default for command arms), each starts
+    # after the one before it was measured.
     marker = unique_marker()
     suite = write_suite(tmp_path, SUITE.format(endpoint="completions", tol=0.1))
     out = tmp_path / "results"
     factors = f"{tmp_path / 'head-starts'}:1.3,0.85,1.25,0.8"
     r = harness("ab", "--quiet", "--suite", str(suite), "--rounds", "2", "--max-rounds", "4",
-                "--null-arm", "--out-dir", str(out),
+                "--null-arm", "--out-dir", str(out), "--residency", "together",
                 "--base-cmd", scripted("--ttft-ms 40", model=marker),
                 "--head-cmd", scripted(f"--ttft-ms 40 --ttft-factors {factors}", model=marker),
                 tmp_path=tmp_path)  # fmt: skip

@@ -36,6 +36,7 @@ class Arm:
     strict_counters: bool = False  # every counter series the suite expects must exist
     reports_commit: bool = False  # /health's "commit" must be the checkout's
     api_key: str = ""  # sent as Authorization: Bearer; never written to a report
+    residency: str = "one-at-a-time"  # "together" where its project file says it may share
 
     @property
     def launches(self) -> bool:
@@ -116,7 +117,7 @@ def project_arm(
     arm = Arm(
         "project", model, flags, project.serve, project.name, cwd=co.path, env=project.env + env,
         python=python, ready_path=project.ready_path, strict_counters=project.strict_counters,
-        reports_commit=project.reports_commit, **kw,
+        reports_commit=project.reports_commit, residency=project.residency, **kw,
     )  # fmt: skip
     return _checked(arm)
 

@@ -18,8 +18,12 @@ ALLOWED = {"serve": SERVE_PLACEHOLDERS, "build": BUILD_PLACEHOLDERS, "python": {
 SERVER = {
     "name": str, "build": str, "serve": str, "python": str, "model": str, "ready_path": str,
     "env": schema.TABLE, "strict_counters": bool, "reports_commit": bool,
-    "isolated": schema.TABLE, "build_timeout": schema.NUMBER,
+    "isolated": schema.TABLE, "build_timeout": schema.NUMBER, "residency": str,
 }  # fmt: skip
+# how many of an A/B's servers may be up at once: one at a time (start, measure, stop, then
+# the next) is safe for a server that holds its device (vLLM reserves 90% of a GPU); together
+# (a round's servers start at once, one start's wait per round) only where they can share it
+RESIDENCY = ("one-at-a-time", "together")
 ISOLATED = {"build": str, "python": str, "env": schema.TABLE, "build_timeout": schema.NUMBER}
 BUILD_TIMEOUT_S = 1800.0  # a build that runs longer is stopped: exit 2 with its log's tail
 
@@ -43,6 +47,7 @@ class Project:
     env: tuple[tuple[str, str], ...] = ()
     strict_counters: bool = False  # every counter series a suite expects must exist
     reports_commit: bool = False  # /health says which commit serves; it must be the arm's
+    residency: str = RESIDENCY[0]  # a key of RESIDENCY
     isolated: dict = field(default_factory=dict)  # [server.isolated]: what --isolated replaces
 
     def variant(self, isolated: bool) -> Project:
@@ -90,6 +95,11 @@ def parse_project(data: dict, path: Path) -> Project:
     for where, env in (("env", server.get("env", {})), ("isolated.env", isolated.get("env", {}))):
         schema.check_values(env, str, f"[server] {where}")
     check_ready_path(server.get("ready_path", ""))
+    if server.get("residency", RESIDENCY[0]) not in RESIDENCY:
+        raise ProjectError(
+            f"[server] residency must be {' or '.join(map(repr, RESIDENCY))}, "
+            f"got {server['residency']!r}"
+        )
     for where, table in (("[server]", server), ("[server.isolated]", isolated)):
         if not 0 < table.get("build_timeout", 1) <= 7 * 86400:
             raise ProjectError(
@@ -108,6 +118,7 @@ def parse_project(data: dict, path: Path) -> Project:
         env=tuple(server.get("env", {}).items()),
         strict_counters=server.get("strict_counters", False),
         reports_commit=server.get("reports_commit", False),
+        residency=server.get("residency", RESIDENCY[0]),
         isolated=isolated,
     )
 

@@ -28,7 +28,7 @@ from harness.report.ab_report import to_plain
 from harness.results.errors import ComparisonError
 from harness.results.verdicts import INVALID
 from harness.runs.ab import ABRunner, ab_result
-from harness.runs.plan import Context, Side, plan_arm
+from harness.runs.plan import Context, Side, plan_arm, together
 from harness.stats.compare import Comparison
 from harness.workload.suite import Suite
 
@@ -68,6 +68,7 @@ class Bisector:
     command: str = ""
     progress: Callable[[str], Progress] = lambda label: Progress()  # noqa: E731
     announce: Callable[[Step, list[str]], None] = lambda step, metrics: None  # noqa: E731
+    residency: str | None = None  # --residency; else the project file's (plan.together)
     steps: list[Step] = field(default_factory=list, init=False)  # as measured so far
     metrics: list[str] = field(default_factory=list, init=False)  # followed, once confirmed
 
@@ -90,6 +91,7 @@ class Bisector:
             self.ready_timeout_s,
             progress=self.progress,
             more_rounds=more,
+            start_together=together(plans, self.residency),
         )
         try:
             outcome = runner.run()

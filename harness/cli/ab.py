@@ -25,6 +25,7 @@ from harness.cli.options import (
     harness_command,
     print_plan,
     report_options,
+    residency_option,
     side_options,
     sides_from,
     workload_options,
@@ -46,7 +47,7 @@ from harness.results.errors import ComparisonError
 from harness.results.metrics import Method
 from harness.results.verdicts import exit_meaning, is_simulated
 from harness.runs.ab import ABRunner, ab_result
-from harness.runs.plan import default_refs, label_arms, plan_arm, unsampled_memory
+from harness.runs.plan import default_refs, label_arms, plan_arm, together, unsampled_memory
 from harness.sim.gate import compare_simulated
 from harness.sim.simulated_run import described, sim_run
 from harness.sim.workload import SimError
@@ -188,6 +189,7 @@ def ab_ending(result: dict, out_dir: Path, interrupted: bool = False) -> Ending:
 @workload_options
 @api_key_option
 @dry_run_option
+@residency_option
 @report_options
 def ab(
     base_ref,
@@ -202,6 +204,7 @@ def ab(
     isolated,
     api_key,
     dry_run,
+    residency,
     out_dir,
     ready_timeout,
     quiet,
@@ -248,7 +251,7 @@ def ab(
     except (SuiteError, ArmError, RefError, ProjectError, OutputError) as e:
         raise input_error(e) from None
     if dry_run:
-        print_plan(plans)
+        print_plan(plans, residency)
         return
     if sim_costs is not None:
         simulated_ab(suite, plans, sim_costs, null_arm, out_dir, summary_file)
@@ -265,6 +268,7 @@ def ab(
         max_rounds,
         ready_timeout,
         progress=lambda label: LiveProgress(console, label, disabled=quiet),
+        start_together=together(plans, residency),
         notes=notes,
     )
     command = harness_command()

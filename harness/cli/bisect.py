@@ -25,6 +25,7 @@ from harness.cli.options import (
     dry_run_option,
     harness_command,
     report_options,
+    residency_option,
 )
 from harness.cli.outputs import OutputError, checked_summary, fresh_dir
 from harness.escape import terminal
@@ -107,6 +108,7 @@ def print_path(console: Console, data: dict) -> None:
 )
 @api_key_option
 @dry_run_option
+@residency_option
 @report_options
 def bisect(
     good_ref,
@@ -120,6 +122,7 @@ def bisect(
     isolated,
     api_key,
     dry_run,
+    residency,
     out_dir,
     ready_timeout,
     quiet,
@@ -190,6 +193,7 @@ def bisect(
         command,
         progress=lambda label: LiveProgress(console, label, disabled=quiet),
         announce=announce,
+        residency=residency,
     )
     console.print(f"bisect: {len(commits)} first-parent commit(s) after {good.short}", markup=False)
     try:

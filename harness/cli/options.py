@@ -13,10 +13,10 @@ from pathlib import Path
 import click
 
 from harness.arms.arms import ArmError
-from harness.arms.project import find_project
+from harness.arms.project import RESIDENCY, find_project
 from harness.arms.worktrees import repo_root
 from harness.escape import terminal
-from harness.runs.plan import ArmPlan, Context, Side, check_sides
+from harness.runs.plan import ArmPlan, Context, Side, check_sides, together
 from harness.sim.costs import check_costs
 from harness.sim.workload import SimError
 from harness.workload.suite import Suite
@@ -152,6 +152,18 @@ def api_key_option(command: Callable) -> Callable:
     )(command)
 
 
+def residency_option(command: Callable) -> Callable:
+    return click.option(
+        "--residency",
+        type=click.Choice(RESIDENCY),
+        default=None,
+        help="How many of a round's servers are up at once: one-at-a-time (start, measure, "
+        "stop, then the next: for servers that hold a whole GPU) or together (a round's "
+        "servers start at once). [default: servegate.toml's [server] residency, else "
+        "one-at-a-time]",
+    )(command)
+
+
 def side_options(command: Callable) -> Callable:
     """--base-cmd/--head-cmd, --*-url, --*-pid, --*-env, --*-flags: how each arm differs."""
     for arm in ("head", "base"):
@@ -199,8 +211,9 @@ def dry_run_option(command: Callable) -> Callable:
     )(command)
 
 
-def print_plan(plans: dict[str, ArmPlan]) -> None:
-    """One line per arm: what --dry-run promises (scripts may read it)."""
+def print_plan(plans: dict[str, ArmPlan], residency: str | None = None) -> None:
+    """One line per arm, then how many servers are up at once: what --dry-run promises
+    (scripts may read it)."""
     for name, plan in plans.items():
         d = plan.desc
         where = f" commit {d['commit']}" if d.get("commit") else ""
@@ -211,6 +224,7 @@ def print_plan(plans: dict[str, ArmPlan]) -> None:
             f" | env: {env}" * bool(env)
         )
         click.echo(terminal(line))
+    click.echo(f"servers: {'together' if together(plans, residency) else 'one-at-a-time'}")
 
 
 def arm_context(

@@ -48,7 +48,8 @@ class ABRunner:
     progress: Callable[[str], Progress] = lambda label: Progress()  # noqa: E731
     more_rounds: Callable[[Comparison], bool] = needs_more_rounds  # on to the next look while true
     measure: Callable[..., Measured] = measure_cold  # one arm, cold, once (a test stubs it)
-    start_together: bool = True  # launch a round's arms at once, then measure them in turn
+    start_together: bool = False  # launch a round's arms at once, then measure them in turn
+    # (plan.together): by default one at a time, start, measure, stop, then the next
     notes: list[str] = field(default_factory=list)  # said with the verdict (what is not gated)
     rounds: list[dict] = field(default_factory=list, init=False)  # as run so far
 

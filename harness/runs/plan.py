@@ -207,3 +207,13 @@ def commit_problem(plan: ArmPlan, run: dict) -> str | None:
     if reported != plan.checkout.commit:
         return f"{plan.name} served commit {reported}, expected {plan.checkout.commit}"
     return None
+
+
+def together(plans: dict[str, ArmPlan], asked: str | None = None) -> bool:
+    """Whether a round's servers start at once: as `--residency` asks, else only when every
+    arm that launches a server comes from a project file that says `residency = "together"`
+    (a command arm may hold a whole GPU; an arm at a URL starts nothing)."""
+    if asked:
+        return asked == "together"
+    launching = [p.arm for p in plans.values() if p.arm.launches]
+    return len(launching) > 1 and all(a.residency == "together" for a in launching)
