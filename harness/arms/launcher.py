@@ -103,13 +103,25 @@ def probe(url: str, timeout: float = 2.0, api_key: str = "") -> tuple[int, dict]
     return status, data if isinstance(data, dict) else {}
 
 
+WAITING_EVERY_S = 0.5  # how often a start still under way is reported (`waiting`)
+
+
 def wait_ready(
-    base: str, deadline: float, alive=lambda: True, path: str = "", api_key: str = ""
+    base: str,
+    deadline: float,
+    alive=lambda: True,
+    path: str = "",
+    api_key: str = "",
+    waiting=lambda: None,
 ) -> tuple[str, dict]:
     """Poll `path`; by default /health (503 = still loading), falling back to /v1/models when
-    there is no /health."""
+    there is no /health. `waiting()` is called every WAITING_EVERY_S while it is not ready."""
     fixed, path = bool(path), path or "/health"
+    said = time.monotonic()
     while time.monotonic() < deadline:
+        if time.monotonic() - said >= WAITING_EVERY_S:
+            waiting()
+            said = time.monotonic()
         if not alive():
             raise LaunchError("server exited before it was ready")
         status, body = probe(base + path, timeout=1.0, api_key=api_key)
@@ -127,6 +139,12 @@ def wait_ready(
     raise LaunchError(f"server not ready at {base}{path} in time")
 
 
+def last_line(path: Path) -> str:
+    """The last line a server wrote to its log (what it is doing while it starts)."""
+    lines = [x for x in log_tail(path, 5).splitlines() if x.strip()]
+    return lines[-1].strip() if lines else ""
+
+
 def log_tail(path: Path | None, lines: int = 40) -> str:
     if path is None or not path.exists():
         return ""
@@ -139,9 +157,17 @@ def log_tail(path: Path | None, lines: int = 40) -> str:
 class Launcher:
     """Context manager: `with Launcher(arm, log) as server:` starts cold and always cleans up."""
 
-    def __init__(self, arm: Arm, log_path: Path, timeout_s: float = 120.0, grace_s: float = 5.0):
+    def __init__(
+        self,
+        arm: Arm,
+        log_path: Path,
+        timeout_s: float = 120.0,
+        grace_s: float = 5.0,
+        starting=lambda elapsed_s, line: None,
+    ):
         self.arm, self.log_path = arm, log_path
         self.timeout_s, self.grace_s = timeout_s, grace_s
+        self.starting = starting  # (seconds since launch, the log's last line) while it starts
         self.proc: subprocess.Popen | None = None
         self.port = 0
         self.seen: dict[int, psutil.Process] = {}
@@ -183,6 +209,7 @@ class Launcher:
                 lambda: self.proc.poll() is None,
                 self.arm.ready_path,
                 self.arm.api_key,
+                lambda: self.starting(time.monotonic() - t0, last_line(self.log_path)),
             )
         except LaunchError as exc:
             rc = self.proc.poll()

@@ -29,6 +29,9 @@ class Progress:
 
     def __exit__(self, *exc: object) -> None: ...
 
+    def starting(self, elapsed_s: float, line: str) -> None:
+        """A server is still starting: seconds since its launch, its log's last line."""
+
     def phase_started(self, name: str, total: int) -> None: ...
 
     def request_done(self, record: RequestRecord) -> None: ...

@@ -15,7 +15,8 @@ from harness.results.metrics import CATALOGUE
 
 
 class LiveProgress(PhaseProgress):
-    """A rich progress bar per phase: requests done / total."""
+    """A rich progress bar per phase: requests done / total; while a server starts, the seconds
+    since its launch and the last line of its log (a minute-long start shows what it does)."""
 
     def __init__(self, console: Console, label: str = "", disabled: bool = False) -> None:
         self.label = label
@@ -23,7 +24,7 @@ class LiveProgress(PhaseProgress):
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
             TimeElapsedColumn(), console=console, disable=disabled,
         )  # fmt: skip
-        self.task = None
+        self.task = self.start_task = None
 
     def __enter__(self) -> LiveProgress:
         self.bar.start()
@@ -32,7 +33,17 @@ class LiveProgress(PhaseProgress):
     def __exit__(self, *exc: object) -> None:
         self.bar.stop()
 
+    def starting(self, elapsed_s: float, line: str) -> None:
+        said = shown.terminal(f"{self.label}starting, {elapsed_s:.0f} s: {line}")[:160]
+        if self.start_task is None:
+            self.start_task = self.bar.add_task(escape(said), total=None)
+        else:
+            self.bar.update(self.start_task, description=escape(said))
+
     def phase_started(self, name: str, total: int) -> None:
+        if self.start_task is not None:  # it is ready
+            self.bar.remove_task(self.start_task)
+            self.start_task = None
         said = escape(shown.terminal(f"{self.label}{name}"))  # a description is rich markup
         self.task = self.bar.add_task(said, total=total)
 

@@ -114,15 +114,16 @@ class ABRunner:
         names = [n for n in names if self.plans[n].arm.launches]
         if len(names) < 2:
             return {}
-        label = f"round {rnd}/{target} starting {' + '.join(names)} "
+        label = f"round {rnd}/{target} {' + '.join(names)} "
         pool = ThreadPoolExecutor(len(names))
-        with self.progress(label):
+        with self.progress(label) as bar:
             futures = {
                 n: pool.submit(
                     start_arm,
                     self.plans[n].arm,
                     server_log(self.log_dir, rnd, n),
                     self.ready_timeout_s,
+                    bar,
                 )
                 for n in names
             }

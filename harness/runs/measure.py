@@ -49,10 +49,12 @@ class Started:
     t0: float  # perf_counter at launch: the run's clock origin
 
 
-def start_arm(arm: Arm, log_path: Path, ready_timeout_s: float = 120.0) -> Started:
+def start_arm(
+    arm: Arm, log_path: Path, ready_timeout_s: float = 120.0, progress: Progress | None = None
+) -> Started:
     """Launch `arm` cold and wait until it is ready; LaunchError (nothing left running) if not."""
     t0 = time.perf_counter()
-    launcher = Launcher(arm, log_path, ready_timeout_s)
+    launcher = Launcher(arm, log_path, ready_timeout_s, starting=(progress or Progress()).starting)
     return Started(launcher, launcher.__enter__(), t0)
 
 
@@ -90,7 +92,11 @@ def run_arm(
     launcher = (
         started.launcher
         if started
-        else (Launcher(arm, log_path, ready_timeout_s) if arm.launches else None)
+        else (
+            Launcher(arm, log_path, ready_timeout_s, starting=progress.starting)
+            if arm.launches
+            else None
+        )
     )
     sampler, exit_code, startup_peak = None, None, None
     try:
