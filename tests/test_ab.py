@@ -2,28 +2,18 @@
 that crashes under load is exit 2 with its log in the report."""
 
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
-from harness_helpers import REPO, scripted, unique_marker, write_suite
+from helpers import REPO
+from helpers.arms import scripted
+from helpers.cli import harness
+from helpers.processes import unique_marker
+from helpers.suites import write_suite
 
 PNG = b"\x89PNG\r\n\x1a\n"
-
-
-def harness_ab(*args: str, cwd: Path, tmp_path: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "SERVEGATE_CACHE": str(tmp_path / "cache")}
-    return subprocess.run(
-        [sys.executable, "-m", "harness", "ab", "--quiet", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
 
 
 def reports(out_dir: Path) -> list[Path]:
@@ -32,7 +22,9 @@ def reports(out_dir: Path) -> list[Path]:
 
 def test_a_a_on_smoke_passes_and_writes_a_dated_report(tmp_path):
     out = tmp_path / "results"
-    r = harness_ab(
+    r = harness(
+        "ab",
+        "--quiet",
         "--base",
         "HEAD",
         "--head",
@@ -42,7 +34,8 @@ def test_a_a_on_smoke_passes_and_writes_a_dated_report(tmp_path):
         "--out-dir",
         str(out),
         cwd=REPO,
-        tmp_path=tmp_path,
+        cache=tmp_path / "cache",
+        timeout=1200,
     )
     assert r.returncode == 0, r.stdout + r.stderr
     (md,) = reports(out)
@@ -112,7 +105,9 @@ def test_two_engine_commits_serve_what_they_were_built_from(tmp_path):
     margins, and test_projects.py gates commits where the answer is certain."""
     repo, base, head = throwaway_repo(tmp_path)
     out = tmp_path / "results"
-    r = harness_ab(
+    r = harness(
+        "ab",
+        "--quiet",
         "--base",
         base,
         "--head",
@@ -128,7 +123,8 @@ def test_two_engine_commits_serve_what_they_were_built_from(tmp_path):
         "--out-dir",
         str(out),
         cwd=repo,
-        tmp_path=tmp_path,
+        cache=tmp_path / "cache",
+        timeout=1200,
     )
     assert r.returncode in (0, 1), r.stdout + r.stderr  # valid runs: a verdict, not INVALID
     (md,) = reports(out)
@@ -163,7 +159,9 @@ ttft_p50_ms = 0.1
 """,
     )
     out = tmp_path / "results"
-    r = harness_ab(
+    r = harness(
+        "ab",
+        "--quiet",
         "--suite",
         str(suite),
         "--base-cmd",
@@ -175,7 +173,8 @@ ttft_p50_ms = 0.1
         "--out-dir",
         str(out),
         cwd=REPO,
-        tmp_path=tmp_path,
+        cache=tmp_path / "cache",
+        timeout=1200,
     )
     assert r.returncode == 2, r.stdout + r.stderr
     assert "Traceback" not in r.stderr

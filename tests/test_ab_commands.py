@@ -5,18 +5,20 @@ are labelled apart, a scripted 1.3x TTFT on head regresses, and `report`/`compar
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
-
-from harness_helpers import REPO, scripted, unique_marker, write_suite
 
 from harness.arms.arms import make_arm
 from harness.report.sentences import clear_pass
 from harness.report.tables import machine_and_load, verdict_line
 from harness.runs.plan import ArmPlan, Side, label_arms
+
+from helpers import SCRIPTED_SERVER
+from helpers.arms import scripted
+from helpers.cli import harness, outside_git
+from helpers.processes import unique_marker
+from helpers.suites import write_suite
 
 SUITE = """
 model = "scripted"
@@ -31,20 +33,12 @@ ttft_p50_ms = {tol}
 """
 
 
-def harness(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    """`python -m harness` in `cwd` with a PATH that holds no git (nothing here may need it)."""
-    env = {**os.environ, "PATH": str(cwd / "no-bin"), "SERVEGATE_CACHE": str(cwd / "cache")}
-    return subprocess.run(
-        [sys.executable, "-m", "harness", *args], cwd=cwd, env=env, capture_output=True,
-        text=True, timeout=600,
-    )  # fmt: skip
-
-
 def ab(tmp_path: Path, base: str, head: str, tol: float):
     """3 rounds, up to 7 while INCONCLUSIVE; a 200 ms scripted TTFT dwarfs a loaded CPU's noise."""
     suite = write_suite(tmp_path, SUITE.format(tol=tol))
     return harness("ab", "--quiet", "--suite", str(suite), "--rounds", "3", "--max-rounds", "7",
-                   "--base-cmd", base, "--head-cmd", head, cwd=tmp_path)  # fmt: skip
+                   "--base-cmd", base, "--head-cmd", head,
+                   cwd=tmp_path, env=outside_git(tmp_path))  # fmt: skip
 
 
 def test_a_a_of_two_command_arms_outside_git_passes_with_a_labelled_report(tmp_path):
@@ -52,7 +46,7 @@ def test_a_a_of_two_command_arms_outside_git_passes_with_a_labelled_report(tmp_p
     marker = unique_marker()
     # a relative path: a command runs where harness was started. --bare-health: /health says
     # only {"status": "ok"}, as vLLM's and llama.cpp's do (no config, no commit)
-    shutil.copy(REPO / "tests" / "scripted_server.py", tmp_path / "srv.py")
+    shutil.copy(SCRIPTED_SERVER, tmp_path / "srv.py")
     cmd = f"{{python}} srv.py --port {{port}} --model {marker} --ttft-ms 200 --bare-health --tag"
     base, head = f"{cmd} a", f"{cmd} b"
     r = ab(tmp_path, base, head, tol=0.2)
@@ -73,10 +67,20 @@ def test_a_a_of_two_command_arms_outside_git_passes_with_a_labelled_report(tmp_p
         rnd["base"]["server"]["config"] is None for rnd in json.loads(result.read_text())["rounds"]
     )
 
-    again = harness("report", str(result), "--out-dir", "again", cwd=tmp_path)
+    again = harness(
+        "report", str(result), "--out-dir", "again", cwd=tmp_path, env=outside_git(tmp_path)
+    )
     assert again.returncode == 0 and again.stderr == "", again.stderr
     assert (tmp_path / "again" / md.name).read_text().splitlines()[0] == text.splitlines()[0]
-    offline = harness("compare", str(result), str(result), "--out-dir", "offline", cwd=tmp_path)
+    offline = harness(
+        "compare",
+        str(result),
+        str(result),
+        "--out-dir",
+        "offline",
+        cwd=tmp_path,
+        env=outside_git(tmp_path),
+    )
     assert offline.returncode == 0, offline.stdout + offline.stderr
     assert "verdict: PASS" in offline.stdout and list((tmp_path / "offline").glob("*.md"))
 

@@ -5,23 +5,20 @@ wrong commit, and the `compare` and `report` verbs on the saved result."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from harness_helpers import (
-    REPO,
-    ThrowawayRepo,
-    scripted,
-    unique_marker,
-    wait_no_survivors,
-    write_suite,
-)
-
 from harness.report.saved import load_result
+
+from helpers import REPO
+from helpers.arms import scripted
+from helpers.cli import harness, start_harness
+from helpers.processes import unique_marker, wait_no_survivors
+from helpers.suites import write_suite
+from helpers.throwaway_repo import ThrowawayRepo
 
 SUITE = """
 model = "scripted"
@@ -35,14 +32,6 @@ max_tokens = 4
 [gate]
 ttft_p50_ms = {tol}
 """
-
-
-def harness(*args: str, tmp_path: Path, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    env = {**os.environ, "SERVEGATE_CACHE": str(tmp_path / "cache")}
-    return subprocess.run(
-        [sys.executable, "-m", "harness", *args], cwd=cwd, env=env, capture_output=True,
-        text=True, timeout=600,
-    )  # fmt: skip
 
 
 def saved(out: Path) -> dict:
@@ -60,7 +49,7 @@ def test_a_workload_mismatch_stops_after_the_first_round_and_keeps_its_runs(tmp_
     r = harness("ab", "--quiet", "--suite", str(suite), "--rounds", "4", "--out-dir", str(out),
                 "--base-cmd", scripted("--tokenize vllm", model=marker),
                 "--head-cmd", scripted("--tokenize llamacpp", model=marker),
-                tmp_path=tmp_path)  # fmt: skip
+                cwd=REPO, cache=tmp_path / "cache")  # fmt: skip
     assert r.returncode == 2, r.stdout + r.stderr
     assert "Traceback" not in r.stderr
     ab = saved(out)
@@ -88,7 +77,7 @@ def test_null_arm_and_rounds_added_while_inconclusive_then_report_and_compare(tm
                 "--null-arm", "--out-dir", str(out),
                 "--base-cmd", scripted("--ttft-ms 40", model=marker),
                 "--head-cmd", scripted(f"--ttft-ms 40 --ttft-factors {factors}", model=marker),
-                tmp_path=tmp_path)  # fmt: skip
+                cwd=REPO, cache=tmp_path / "cache")  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     ab = saved(out)
     assert len(ab["rounds"]) == 4 and ab["null_arm"]
@@ -105,11 +94,12 @@ def test_null_arm_and_rounds_added_while_inconclusive_then_report_and_compare(tm
     # the saved result rendered again, and compared offline against itself (an A/A)
     again = tmp_path / "again"
     r = harness("report", str(md.with_suffix(".json")), "--out-dir", str(again),
-                tmp_path=tmp_path)  # fmt: skip
+                cwd=REPO, cache=tmp_path / "cache")  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert (again / md.name).read_text() == md.read_text()
     r = harness("compare", str(md.with_suffix(".json")), str(md.with_suffix(".json")),
-                "--out-dir", str(tmp_path / "offline"), tmp_path=tmp_path)  # fmt: skip
+                "--out-dir", str(tmp_path / "offline"),
+                cwd=REPO, cache=tmp_path / "cache")  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     assert "verdict: PASS" in r.stdout
     assert len(list((tmp_path / "offline").glob("*.md"))) == 1
@@ -153,7 +143,7 @@ def test_isolated_env_and_wrong_commit(tmp_path):
                 "--base", "HEAD", "--head", "HEAD", "--isolated", "--out-dir", str(out),
                 "--base-env", "ENGINE_BATCH_WINDOW_MS=7",
                 "--head-env", "SERVEGATE_COMMIT=0000000000000000000000000000000000000000",
-                tmp_path=tmp_path, cwd=repo.path)  # fmt: skip
+                cwd=repo.path, cache=tmp_path / "cache")  # fmt: skip
     assert r.returncode == 2, r.stdout + r.stderr
     lines = used.read_text().splitlines()
     assert lines.count("installed") == 1  # one sha, built once for both arms
@@ -187,7 +177,7 @@ def test_a_repository_without_a_project_file_is_one_line_exit_2(tmp_path):
     for text, needle in said.items():
         if text:
             (repo / "servegate.toml").write_text(text)
-        r = harness("ab", "--isolated", tmp_path=tmp_path, cwd=repo)
+        r = harness("ab", "--isolated", cwd=repo, cache=tmp_path / "cache")
         assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1 and needle in r.stderr, r.stderr
 
@@ -196,15 +186,12 @@ def test_an_interrupted_ab_keeps_the_runs_it_completed(tmp_path):
     marker = unique_marker()
     suite = write_suite(tmp_path, SUITE.format(endpoint="completions", tol=0.5))
     out = tmp_path / "results"
-    env = {**os.environ, "SERVEGATE_CACHE": str(tmp_path / "cache")}
     # base's 6 requests take a moment; head's take 0.5 s a token, and are interrupted
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "harness", "ab", "--quiet", "--suite", str(suite),
-         "--rounds", "3", "--out-dir", str(out),
-         "--base-cmd", scripted("--ttft-ms 5", model=marker),
-         "--head-cmd", scripted("--ttft-ms 5 --itl-ms 500", model=marker)],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    proc = start_harness(
+        "ab", "--quiet", "--suite", str(suite), "--rounds", "3", "--out-dir", str(out),
+        "--base-cmd", scripted("--ttft-ms 5", model=marker),
+        "--head-cmd", scripted("--ttft-ms 5 --itl-ms 500", model=marker),
+        cwd=REPO, cache=tmp_path / "cache", merge_stderr=True,
     )  # fmt: skip
     deadline = time.monotonic() + 120
     while not (kept := list(out.glob("logs/t/*/round1-base.run.json"))) and proc.poll() is None:

@@ -10,7 +10,7 @@ from harness.arms.arms import make_arm
 from harness.runs.ab import ABRunner, ArmPlan
 from harness.workload.suite import load_suite
 
-from fake_runs import make_run
+from helpers.fake_runs import make_run
 
 
 class StubRunner(ABRunner):

@@ -9,9 +9,12 @@ import sys
 import time
 
 import pytest
-from harness_helpers import engine_arm, group_members
 
 from harness.arms.arms import REPO_ROOT, ArmError, make_arm
+
+from helpers.arms import engine_arm
+from helpers.cli import harness
+from helpers.processes import group_members
 
 
 def test_the_working_tree_engine_is_served_as_servegate_toml_says():
@@ -69,10 +72,9 @@ def test_smoke_against_the_reference_engine_under_a_minute(tmp_path):
         pytest.skip("`engine serve` does not exist yet (engine.cli has no serve command)")
     out = tmp_path / "smoke.json"
     t0 = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "harness", "run", "--suite", "smoke", "--quiet", "--out", str(out)],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    proc = harness(
+        "run", "--suite", "smoke", "--quiet", "--out", str(out), cwd=REPO_ROOT, timeout=120
+    )
     elapsed = time.monotonic() - t0
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert elapsed < 60, f"smoke took {elapsed:.1f} s"

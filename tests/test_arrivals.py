@@ -8,12 +8,12 @@ import math
 import statistics
 
 import pytest
-from harness_helpers import write_suite
-from test_ab_commands import harness
-from test_exit_codes import SUITE
 
 from harness.load.arrivals import arrival_offsets, ramp_span, rate_at
 from harness.workload.suite import Phase, SuiteError, load_suite
+
+from helpers.cli import harness, outside_git
+from helpers.suites import SUITE, write_suite
 
 
 @pytest.mark.parametrize("burstiness", [0.25, 0.5, 1.0, 2.0, 4.0])
@@ -69,6 +69,6 @@ def test_a_shape_that_cannot_be_is_one_line_and_exit_2(tmp_path, extra, said):
     path = write_suite(tmp_path, text)
     with pytest.raises(SuiteError, match=said):
         load_suite(str(path))
-    r = harness("run", "--suite", str(path), "--dry-run", cwd=tmp_path)
+    r = harness("run", "--suite", str(path), "--dry-run", cwd=tmp_path, env=outside_git(tmp_path))
     assert r.returncode == 2 and said in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1

@@ -5,13 +5,14 @@ on float32 ones where our AVX2 kernels built). CI runs each once (benchmarks dis
 measure with `pytest tests/test_bench_engine.py --benchmark-enable`."""
 
 import pytest
-from conftest import needs_smollm2
 
 from engine.backends import load_backend
 from engine.backends.kernels import cpu as cpu_kernels
 from engine.backends.kernels.cpu_features import cpu_has_native_bf16
 from engine.memory import peak_rss_bytes, reset_peak_rss
 from engine.model.load import load_model
+
+from helpers.marks import needs_smollm2
 
 pytestmark = [pytest.mark.slow, needs_smollm2]
 PROMPT = [(i * 7919) % 48000 + 100 for i in range(512)]

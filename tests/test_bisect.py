@@ -3,12 +3,11 @@ Bisecting for real, through a project file, is in test_projects.py (a scripted s
 TTFT per commit is known, so the answer is certain on a noisy machine)."""
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
-from harness_helpers import ThrowawayRepo
+from helpers.cli import harness
+from helpers.throwaway_repo import ThrowawayRepo
 
 HARMLESS = [("docs: say the chunk size", "docs/engine.md", None, "\nThe chunk is 512 tokens.\n")]
 
@@ -17,15 +16,10 @@ def bisect(
     repo: ThrowawayRepo, tmp_path: Path, *args: str
 ) -> tuple[subprocess.CompletedProcess, dict]:
     out = tmp_path / "results"
-    env = {**os.environ, "SERVEGATE_CACHE": str(tmp_path / "cache")}
-    r = subprocess.run(
-        [sys.executable, "-m", "harness", "bisect", "--quiet", "--out-dir", str(out), *args],
-        cwd=repo.path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=3000,
-    )
+    r = harness(
+        "bisect", "--quiet", "--out-dir", str(out), *args,
+        cwd=repo.path, cache=tmp_path / "cache", timeout=3000,
+    )  # fmt: skip
     found = sorted(out.glob("*-bisect-*.json"))
     return r, json.loads(found[0].read_text()) if found else {}
 

@@ -3,12 +3,14 @@ previous burst ended, against a real server process (the scripted one), and fing
 
 from __future__ import annotations
 
-from harness_helpers import scripted, unique_marker, wait_no_survivors, write_suite
-
 from harness.arms.arms import make_arm
 from harness.runs.measure import draw_lengths, run_arm
 from harness.workload.fingerprint import fingerprint, workload
 from harness.workload.suite import load_suite
+
+from helpers.arms import scripted
+from helpers.processes import unique_marker, wait_no_survivors
+from helpers.suites import write_suite
 
 SUITE = """
 model = "scripted"

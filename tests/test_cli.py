@@ -4,16 +4,19 @@ recorded fallbacks (tokenizer, usage mismatches, failing requests, --url arms)."
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
-from harness_helpers import REPO, scripted, unique_marker, wait_no_survivors, write_suite
 
 from harness.arms.arms import make_arm
 from harness.arms.launcher import Launcher
 from harness.runs.measure import run_arm
 from harness.workload.suite import load_suite
+
+from helpers import REPO
+from helpers.arms import scripted
+from helpers.cli import harness
+from helpers.processes import unique_marker, wait_no_survivors
+from helpers.suites import write_suite
 
 SUITE = """
 model = "scripted"
@@ -27,24 +30,17 @@ max_tokens = 4
 """
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "harness", *args], cwd=REPO, capture_output=True, text=True,
-        timeout=60,
-    )  # fmt: skip
-
-
 def test_help_texts_explain_the_arms():
-    top = cli("--help")
+    top = harness("--help", cwd=REPO, timeout=60)
     assert top.returncode == 0 and "harness run --suite smoke" in top.stdout
-    run = cli("run", "--help")
+    run = harness("run", "--help", cwd=REPO, timeout=60)
     assert run.returncode == 0
     for needle in ("--serve-cmd", "{port}", "--url", "--pid", "--repeat", "Exits 0"):
         assert needle in run.stdout
 
 
 def test_suites_lists_smoke():
-    out = cli("suites")
+    out = harness("suites", cwd=REPO, timeout=60)
     lines = out.stdout.splitlines()
     assert out.returncode == 0
     assert any(line.startswith("smoke ") and "model=tiny" in line for line in lines)
@@ -60,19 +56,29 @@ def test_suites_lists_smoke():
     ],
 )  # fmt: skip
 def test_bad_input_is_one_clear_line(args, message):
-    out = cli(*args)
+    out = harness(*args, cwd=REPO, timeout=60)
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.strip().splitlines() == [out.stderr.strip()] and message in out.stderr
 
 
 def test_bad_option_values_get_clicks_usage_hint():
-    out = cli("run", "--suite", "smoke", "--repeat", "0")
+    out = harness("run", "--suite", "smoke", "--repeat", "0", cwd=REPO, timeout=60)
     assert out.returncode == 2 and "Invalid value for '--repeat'" in out.stderr
     assert "Traceback" not in out.stderr
 
 
 def test_unreachable_url_is_a_clear_infra_failure():
-    out = cli("run", "--suite", "smoke", "--url", "http://127.0.0.1:9", "--ready-timeout", "1")
+    out = harness(
+        "run",
+        "--suite",
+        "smoke",
+        "--url",
+        "http://127.0.0.1:9",
+        "--ready-timeout",
+        "1",
+        cwd=REPO,
+        timeout=60,
+    )
     assert out.returncode == 2 and "error: server not ready at http://127.0.0.1:9" in out.stderr
     assert "Traceback" not in out.stderr
 
@@ -82,8 +88,8 @@ def test_unmet_expectation_makes_the_run_invalid(tmp_path):
     expect = '[phase.expect]\n"engine_prefill_forwards_total{path=\\"batched\\"}" = ">=1"'
     suite = write_suite(tmp_path, SUITE.format(extra=expect))
     out = tmp_path / "r.json"
-    res = cli("run", "--quiet", "--suite", str(suite), "--out", str(out),
-              "--serve-cmd", scripted(model=marker))  # fmt: skip
+    res = harness("run", "--quiet", "--suite", str(suite), "--out", str(out),
+                  "--serve-cmd", scripted(model=marker), cwd=REPO, timeout=60)  # fmt: skip
     assert res.returncode == 2, res.stdout + res.stderr
     assert "INVALID" in res.stdout and "delta was 0" in res.stdout
     run = json.loads(out.read_text())["runs"][0]

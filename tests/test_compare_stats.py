@@ -19,7 +19,7 @@ from harness.stats.compare import (
 )
 from harness.stats.verdict import ratio_verdict
 
-from fake_runs import make_rounds, make_run
+from helpers.fake_runs import make_rounds, make_run
 
 TOL = {"ttft_p50_ms": 0.10}
 ROUNDS = 5

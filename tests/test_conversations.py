@@ -8,10 +8,14 @@ import json
 import sys
 
 import pytest
-from harness_helpers import REPO, scripted, unique_marker, write_suite
-from test_ab_commands import harness
 
 from harness.workload.suite import SuiteError, load_suite
+
+from helpers import REPO
+from helpers.arms import scripted
+from helpers.cli import harness, outside_git
+from helpers.processes import unique_marker
+from helpers.suites import write_suite
 
 SUITE = """
 model = "{model}"
@@ -38,7 +42,7 @@ def test_each_turn_sends_the_conversation_so_far_after_the_think_time(tmp_path):
     suite = write_suite(tmp_path, SUITE.format(model="scripted", prompt=8))
     serve = scripted("--ttft-ms 5 --itl-ms 1 --bare-health", model=marker)
     r = harness("run", "--suite", str(suite), "--quiet", "--out", "run.json", "--serve-cmd", serve,
-                cwd=tmp_path)  # fmt: skip
+                cwd=tmp_path, env=outside_git(tmp_path))  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     (run,) = json.loads((tmp_path / "run.json").read_text())["runs"]
     assert run["valid"] and len(run["requests"]) == 6
@@ -67,7 +71,7 @@ def test_the_engines_prompt_cache_reuses_more_of_each_later_turn(tmp_path):
     suite = write_suite(tmp_path, SUITE.format(model="tiny", prompt=48))
     serve = f"{sys.executable} -m engine.cli serve --model tiny --port {{port}}"
     r = harness("run", "--suite", str(suite), "--quiet", "--out", str(tmp_path / "run.json"),
-                "--serve-cmd", serve, cwd=REPO)  # fmt: skip
+                "--serve-cmd", serve, cwd=REPO, env=outside_git(REPO))  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     (run,) = json.loads((tmp_path / "run.json").read_text())["runs"]
     for conv in conversations(run):

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
-from harness_helpers import REPO, scripted, survivors, unique_marker, wait_no_survivors, write_suite
+
+from helpers import REPO
+from helpers.arms import scripted
+from helpers.cli import start_harness
+from helpers.processes import survivors, unique_marker, wait_no_survivors
+from helpers.suites import write_suite
 
 SUITE = """
 model = "scripted"
@@ -23,22 +26,23 @@ max_tokens = 8
 """
 
 
-def harness(*args: str) -> subprocess.Popen:
-    """`harness run` as a person starts it: SIGINT not ignored, even when this test runs in a
-    background job (whose shell makes children ignore SIGINT, and Python keeps that)."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "harness", "run", "--quiet", *args],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )  # fmt: skip
-
-
 def test_server_killed_mid_phase_fails_clearly(tmp_path):
     marker = unique_marker()
     suite = write_suite(tmp_path, SUITE.format(requests=40))
     out = tmp_path / "run.json"
     cmd = scripted("--ttft-ms 20 --itl-ms 5 --die-at 6 --child", model=marker)
-    proc = harness("--suite", str(suite), "--serve-cmd", cmd, "--out", str(out))
+    proc = start_harness(
+        "run",
+        "--quiet",
+        "--suite",
+        str(suite),
+        "--serve-cmd",
+        cmd,
+        "--out",
+        str(out),
+        cwd=REPO,
+        merge_stderr=True,
+    )
     text, _ = proc.communicate(timeout=60)
     assert proc.returncode == 2, text
     assert "server exited with code -9 during phase 'load'" in text
@@ -57,7 +61,18 @@ def test_interrupted_harness_stops_its_server(tmp_path, sig):
     marker = unique_marker()
     suite = write_suite(tmp_path, SUITE.format(requests=400))
     cmd = scripted("--ttft-ms 100 --child", model=marker)
-    proc = harness("--suite", str(suite), "--serve-cmd", cmd, "--out", str(tmp_path / "r.json"))
+    proc = start_harness(
+        "run",
+        "--quiet",
+        "--suite",
+        str(suite),
+        "--serve-cmd",
+        cmd,
+        "--out",
+        str(tmp_path / "r.json"),
+        cwd=REPO,
+        merge_stderr=True,
+    )
     deadline = time.monotonic() + 20
     while len(survivors(marker)) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)

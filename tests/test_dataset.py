@@ -7,10 +7,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from harness_helpers import scripted, unique_marker, write_suite
-from test_ab_commands import harness
 
 from harness.workload.suite import SuiteError, load_suite
+
+from helpers.arms import scripted
+from helpers.cli import harness, outside_git
+from helpers.processes import unique_marker
+from helpers.suites import write_suite
 
 SUITE = """
 name = "ds"
@@ -38,7 +41,7 @@ def run(tmp_path, dataset: str, seed: int, out: str, marker: str) -> dict:
     suite = write_suite(tmp_path, SUITE.format(seed=seed, dataset=dataset), f"{out}.toml")
     r = harness("run", "--suite", str(suite), "--quiet", "--out", f"{out}.json",
                 "--serve-cmd", scripted("--ttft-ms 2 --itl-ms 1 --bare-health", model=marker),
-                cwd=tmp_path)  # fmt: skip
+                cwd=tmp_path, env=outside_git(tmp_path))  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     return json.loads((tmp_path / f"{out}.json").read_text())["runs"][0]
 
@@ -76,5 +79,5 @@ def test_a_bad_dataset_is_one_line_and_exit_2(tmp_path, content, said):
     suite = write_suite(tmp_path, SUITE.format(seed=0, dataset="d.json"))
     with pytest.raises(SuiteError, match=said):
         load_suite(str(suite))
-    r = harness("run", "--suite", str(suite), "--dry-run", cwd=tmp_path)
+    r = harness("run", "--suite", str(suite), "--dry-run", cwd=tmp_path, env=outside_git(tmp_path))
     assert r.returncode == 2 and said in r.stderr and len(r.stderr.strip().splitlines()) == 1

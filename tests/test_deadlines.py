@@ -5,13 +5,14 @@ process of it left behind."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 
 import pytest
-from harness_helpers import scripted, unique_marker, wait_no_survivors
-from project_repo import ProjectRepo
+
+from helpers.arms import scripted
+from helpers.cli import harness
+from helpers.processes import unique_marker, wait_no_survivors
+from helpers.project_repo import ProjectRepo
 
 DEADLINE_SUITE = """
 model = "{model}"
@@ -44,11 +45,9 @@ def test_servers_that_never_finish_end_the_run_invalid_in_bounded_time(
     suite = tmp_path / "s.toml"
     suite.write_text(DEADLINE_SUITE.format(model=marker, request=request_s, phase=phase_s))
     started = time.monotonic()
-    r = subprocess.run(
-        [sys.executable, "-m", "harness", "run", "--quiet", "--suite", str(suite), "--out",
-         str(tmp_path / "run.json"), "--serve-cmd", scripted(server, model=marker)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=240,
-    )  # fmt: skip
+    r = harness("run", "--quiet", "--suite", str(suite), "--out", str(tmp_path / "run.json"),
+                "--serve-cmd", scripted(server, model=marker),
+                cwd=tmp_path, timeout=240)  # fmt: skip
     took = time.monotonic() - started
     assert r.returncode == 2, r.stdout + r.stderr
     run = json.loads((tmp_path / "run.json").read_text())["runs"][0]
@@ -71,11 +70,8 @@ def test_ab_and_sweep_against_an_endless_server_end_invalid_in_bounded_time(tmp_
         else ["--levels", "1", "--rounds", "1"]
     )
     started = time.monotonic()
-    r = subprocess.run(
-        [sys.executable, "-m", "harness", verb, "--quiet", "--suite", str(suite), *arms, *extra,
-         "--out-dir", str(tmp_path / "out")],
-        cwd=tmp_path, capture_output=True, text=True, timeout=240,
-    )  # fmt: skip
+    r = harness(verb, "--quiet", "--suite", str(suite), *arms, *extra,
+                "--out-dir", str(tmp_path / "out"), cwd=tmp_path, timeout=240)  # fmt: skip
     assert r.returncode == 2, r.stdout + r.stderr
     assert "request deadline (2 s) passed" in r.stdout, r.stdout
     assert time.monotonic() - started < 90
@@ -89,12 +85,9 @@ def test_sweep_against_a_server_that_dies_mid_stream_is_exit_2_with_its_log(tmp_
     suite = tmp_path / "s.toml"
     suite.write_text(DEADLINE_SUITE.format(model=marker, request=30, phase=60))
     dies = scripted("--die-at 3", model=marker)
-    r = subprocess.run(
-        [sys.executable, "-m", "harness", "sweep", "--quiet", "--suite", str(suite),
-         "--serve-cmd", dies, "--levels", "1,2", "--rounds", "1", "--requests", "4",
-         "--out-dir", str(tmp_path / "out")],
-        cwd=tmp_path, capture_output=True, text=True, timeout=240,
-    )  # fmt: skip
+    r = harness("sweep", "--quiet", "--suite", str(suite),
+                "--serve-cmd", dies, "--levels", "1,2", "--rounds", "1", "--requests", "4",
+                "--out-dir", str(tmp_path / "out"), cwd=tmp_path, timeout=240)  # fmt: skip
     assert r.returncode == 2, r.stdout + r.stderr
     assert "server log tail" in r.stdout and "Traceback" not in r.stdout + r.stderr
     assert len(list((tmp_path / "out").glob("*-sweep-*.md"))) == 1

@@ -15,12 +15,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from hostile_repo import RICH, SENTINEL, build_hostile
 from markdown_it import MarkdownIt
 
 from harness import escape
 from harness.report.merge import Row, Shard, merged_markdown
 from harness.report.summary import headline
+
+from helpers.hostile_repo import RICH, SENTINEL, build_hostile
 
 CHROMIUM = shutil.which("chromium")
 CSP_META = '<meta http-equiv="Content-Security-Policy" content="default-src &#39;none&#39;'

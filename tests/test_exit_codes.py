@@ -6,71 +6,19 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import traceback
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from harness_helpers import scripted, unique_marker, write_suite
 
-from harness.cli.main import main
 from harness.cli.outputs import writable_file
 
-from fake_runs import make_run
+from helpers.arms import scripted
+from helpers.cli import cli, harness, one_line_error
+from helpers.fake_runs import make_run
+from helpers.processes import unique_marker
+from helpers.suites import SUITE, write_suite
 
-SUITE = """
-model = "scripted"
-[[phase]]
-name = "load"
-clients = 2
-requests = 6
-prompt_tokens = 8
-max_tokens = 4
-{extra}
-"""
 PHASE_HEAD = 'model = "scripted"\n[[phase]]\nname = "p"\n'
-
-
-@dataclass
-class Outcome:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-def cli(*args: str, cwd: Path) -> Outcome:
-    """The command line in this process (importing the harness takes seconds per process on a
-    loaded machine): what `python -m harness ARGS` does, run in `cwd`. An exception that escapes
-    main() is shown as a traceback with exit 1, as Python itself would."""
-    old = Path.cwd()
-    os.chdir(cwd)
-    try:
-        r = CliRunner().invoke(main, list(args), prog_name="harness")
-    finally:
-        os.chdir(old)
-    if r.exception is not None and not isinstance(r.exception, SystemExit):
-        tb = "".join(traceback.format_exception(r.exception))
-        return Outcome(1, r.stdout, r.stderr + "Traceback (most recent call last):\n" + tb)
-    return Outcome(r.exit_code, r.stdout, r.stderr)
-
-
-def process(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    """`python -m harness ARGS` as a real process, for the checks of the process itself."""
-    return subprocess.run(
-        [sys.executable, "-m", "harness", *args], cwd=cwd, capture_output=True, text=True,
-        timeout=300,
-    )  # fmt: skip
-
-
-def one_line_error(out: Outcome | subprocess.CompletedProcess, needle: str) -> None:
-    lines = out.stderr.strip().splitlines()
-    assert out.returncode == 2, out.stdout + out.stderr
-    assert "Traceback" not in out.stderr + out.stdout
-    assert len(lines) == 1 and lines[0].startswith("Error: "), out.stderr
-    assert needle in lines[0], lines[0]
 
 
 def verb_args(verb: str, suite: Path, cmd: str) -> list[str]:
@@ -250,9 +198,11 @@ def test_ab_whose_head_streams_end_in_error_is_invalid(tmp_path):
 def test_the_real_process_keeps_the_contract(tmp_path):
     """The same contract where it matters most: `python -m harness` as CI starts it."""
     bad = write_suite(tmp_path, 'model = "scripted"\ngate = 5\n[[phase]]\nname = "p"\n')
-    one_line_error(process("run", "--suite", str(bad), cwd=tmp_path), "gate must be a table")
+    one_line_error(
+        harness("run", "--suite", str(bad), cwd=tmp_path, timeout=300), "gate must be a table"
+    )
     (tmp_path / "x.json").write_text("[1, 2]")
-    one_line_error(process("report", "x.json", cwd=tmp_path), "not an A/B result")
+    one_line_error(harness("report", "x.json", cwd=tmp_path, timeout=300), "not an A/B result")
 
 
 def test_an_unexpected_exception_is_one_line_and_exit_2(tmp_path, monkeypatch):

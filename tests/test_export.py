@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 
-from harness_helpers import scripted, unique_marker, write_suite
-from test_ab_commands import harness
-from test_exit_codes import SUITE
+from helpers.arms import scripted
+from helpers.cli import harness, outside_git
+from helpers.processes import unique_marker
+from helpers.suites import SUITE, write_suite
 
 
 def vllm_reader(doc: dict) -> dict:
@@ -36,9 +37,11 @@ def test_a_run_exported_in_vllms_shape_reads_back_the_same(tmp_path):
     suite = write_suite(tmp_path, SUITE.format(extra=""))
     r = harness("run", "--suite", str(suite), "--quiet", "--out", "run.json", "--repeat", "2",
                 "--serve-cmd", scripted("--ttft-ms 30 --itl-ms 5 --bare-health", model=marker),
-                cwd=tmp_path)  # fmt: skip
+                cwd=tmp_path, env=outside_git(tmp_path))  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
-    out = harness("export", "run.json", "--out", "vllm.json", cwd=tmp_path)
+    out = harness(
+        "export", "run.json", "--out", "vllm.json", cwd=tmp_path, env=outside_git(tmp_path)
+    )
     assert out.returncode == 0, out.stderr
     assert "vllm.json" in out.stdout and "vllm-2.json" in out.stdout
     run = json.loads((tmp_path / "run.json").read_text())["runs"][0]
@@ -52,5 +55,5 @@ def test_a_run_exported_in_vllms_shape_reads_back_the_same(tmp_path):
     assert got["input_lens"] == [8] * 6 and got["output_lens"] == [4] * 6
     assert all(25 / 1e3 < t < 1 for t in got["ttfts"]) and all(len(i) == 3 for i in got["itls"])
     assert got["errors"] == [""] * 6 and got["p99_e2el_ms"] >= got["median_ttft_ms"]
-    bad = harness("export", "nope.json", "--out", "x.json", cwd=tmp_path)
+    bad = harness("export", "nope.json", "--out", "x.json", cwd=tmp_path, env=outside_git(tmp_path))
     assert bad.returncode == 2

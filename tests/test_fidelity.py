@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import statistics
 
-from harness_helpers import scripted, unique_marker, wait_no_survivors, write_suite
-
 from harness.arms.arms import make_arm
 from harness.runs.measure import run_arm
 from harness.workload.suite import load_suite
+
+from helpers.arms import scripted
+from helpers.processes import unique_marker, wait_no_survivors
+from helpers.suites import write_suite
 
 MIB = 1 << 20
 TTFT_MS = 150.0

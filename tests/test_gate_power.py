@@ -7,9 +7,10 @@ from __future__ import annotations
 import collections
 
 import pytest
-from gate_sim import Noise, gate, verdicts
 
 from harness.stats.sequential import GATE_ALPHA, Schedule
+
+from helpers.gate_sim import Noise, gate, verdicts
 
 NOISE = Noise(ttft=0.07, tok_s=0.04)  # the realistic per-run noise: TTFT 5-10%, tok/s 3-5%
 

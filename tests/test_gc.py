@@ -9,9 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from project_repo import ProjectRepo
-
 from harness.arms.worktrees import cache_dir
+
+from helpers.project_repo import ProjectRepo
 
 
 def test_gc_removes_what_was_not_used_and_keeps_the_rest(tmp_path):

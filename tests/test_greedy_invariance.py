@@ -9,11 +9,12 @@ import aiohttp
 import numpy as np
 import pytest
 import torch
-from conftest import needs_smollm2
-from test_parity import quantized_tiny
 
 from engine.backends.kernels import cpu as cpu_kernels
 from engine.backends.torch.backend import TorchBackend
+
+from helpers.marks import needs_smollm2
+from helpers.model_files import quantized_tiny
 
 PROMPT = [int(t) for t in np.random.default_rng(3).integers(3, 259, 50)]
 OTHERS = [[7] * 5, [int(t) for t in np.random.default_rng(4).integers(3, 259, 33)], [9] * 61]

@@ -1,49 +1,22 @@
 """A history of main: `harness run --ref` on each commit of a throwaway project whose TTFT steps
 up 8% at one commit (below every gate's tolerance); `harness history` names that commit, a
 history without the step names none, and on pure noise the change-point rule almost never
-fires. `harness publish` writes the site (tests/test_site_browser.py opens it in Chromium)."""
+fires. `harness publish` writes the site (test_site_browser.py opens it in Chromium)."""
 
 from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-from harness_helpers import unique_marker, wait_no_survivors
-from project_repo import ProjectRepo
 
 from harness.history.points import Sample, series
 from harness.history.site import chart
 from harness.stats.changepoint import change_points, split_statistics
 
-COMMITS, STEP_AT = 14, 8  # the 9th commit (index 8) answers 8% slower
-
-
-def build_history(tmp_path: Path) -> tuple[ProjectRepo, list[str], Path]:
-    """The project's commits, each run once by `harness run --ref SHA` into one folder."""
-    marker = unique_marker()
-    repo = ProjectRepo(tmp_path, marker)
-    shas = [repo.commit("server: answer in 250 ms", ttft="250")]
-    for i in range(1, COMMITS):
-        ttft = "270" if i == STEP_AT else None  # 250 -> 270 ms: 1.08x
-        shas.append(repo.commit(f"commit {i}", ttft=ttft, readme=f"change {i}"))
-    folder = tmp_path / "history"
-    for sha in shas:
-        out = str(folder / f"{sha[:10]}.json")
-        r = repo.harness("run", "--ref", sha, "--suite", "suite.toml", "--quiet", "--out", out,
-                         cache=tmp_path / "cache")  # fmt: skip
-        assert r.returncode == 0, r.stdout + r.stderr
-    assert not wait_no_survivors(marker)
-    return repo, shas, folder
-
-
-def harness(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+from helpers.cli import harness
+from helpers.history_repo import COMMITS, STEP_AT, build_history
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +30,7 @@ def test_an_eight_percent_step_is_named_at_its_commit(history, tmp_path):
     run = json.loads((folder / f"{shas[3][:10]}.json").read_text())
     assert run["arm"]["commit"] == shas[3] and run["arm"]["subject"] == "commit 3"
     assert run["arm"]["depth"] == 5 and run["arm"]["date"]  # the project's first commit, then 4
-    r = harness("history", str(folder), "--metric", "ttft_p50_ms", cwd=tmp_path)
+    r = harness("history", str(folder), "--metric", "ttft_p50_ms", cwd=tmp_path, timeout=300)
     assert r.returncode == 0, r.stderr
     print(r.stdout)
     lines = r.stdout.splitlines()
@@ -76,7 +49,7 @@ def test_a_history_without_the_step_names_none(history, tmp_path):
     flat.mkdir()
     for sha in shas[:STEP_AT]:
         shutil.copy(folder / f"{sha[:10]}.json", flat)
-    r = harness("history", str(flat), cwd=tmp_path)
+    r = harness("history", str(flat), cwd=tmp_path, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.count(f"{STEP_AT} commit(s), 0 change points") == 2, r.stdout  # p50, p95
 
@@ -84,7 +57,7 @@ def test_a_history_without_the_step_names_none(history, tmp_path):
 @pytest.mark.timeout(900)
 def test_publish_writes_a_site_whose_points_link_to_their_results(history, tmp_path):
     _, shas, folder = history
-    r = harness("publish", str(folder), "--out", str(tmp_path / "site"), cwd=tmp_path)
+    r = harness("publish", str(folder), "--out", str(tmp_path / "site"), cwd=tmp_path, timeout=300)
     assert r.returncode == 0 and "2 chart(s)" in r.stdout, r.stdout + r.stderr
     page = (tmp_path / "site" / "index.html").read_text()
     assert page.count('<circle class="point"') == 2 * COMMITS
@@ -101,10 +74,13 @@ def test_bad_folders_are_one_line_and_exit_2(tmp_path):
     (tmp_path / "junk" / "x.json").write_text("{not json")
     for folder, said in (("empty", "no run of a commit"), ("missing", "does not exist"),
                          ("junk", "no run of a commit")):  # fmt: skip
-        r = harness("history", str(tmp_path / folder), cwd=tmp_path)
+        r = harness("history", str(tmp_path / folder), cwd=tmp_path, timeout=300)
         assert r.returncode == 2, r.stdout + r.stderr
         assert said in r.stderr.splitlines()[-1], r.stderr
-    assert "skipped: x.json" in harness("history", str(tmp_path / "junk"), cwd=tmp_path).stderr
+    assert (
+        "skipped: x.json"
+        in harness("history", str(tmp_path / "junk"), cwd=tmp_path, timeout=300).stderr
+    )
 
 
 def test_pure_noise_almost_never_has_a_change_point():

@@ -13,12 +13,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_exit_codes import cli, one_line_error
 
 from harness.arms.project import ProjectError, load_project
 from harness.load.record import RequestRecord
 
-from fake_runs import make_run
+from helpers.cli import cli, one_line_error
+from helpers.fake_runs import make_run
 
 SHA_A, SHA_B = "a" * 40, "b" * 40
 SUMMARY = {"ttft_p50_ms": 20.0, "ttft_p95_ms": 25.0, "tok_s": 100.0, "peak_rss_bytes": 2.0e8}

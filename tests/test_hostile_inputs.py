@@ -10,11 +10,12 @@ import subprocess
 import sys
 
 import pytest
-from test_exit_codes import SUITE, cli, one_line_error
 
 import harness.results.store as store
 
-from fake_runs import make_run
+from helpers.cli import cli, one_line_error
+from helpers.fake_runs import make_run
+from helpers.suites import SUITE
 
 GOOD = {"ttft_p50_ms": 20.0, "ttft_p95_ms": 25.0, "tok_s": 100.0, "peak_rss_bytes": 2.0e8}
 

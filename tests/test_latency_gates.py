@@ -5,12 +5,14 @@ a suite gating goodput must say its SLO; directions are known for each gateable 
 from __future__ import annotations
 
 import pytest
-from harness_helpers import scripted, unique_marker, write_suite
-from test_ab_commands import harness
-from test_exit_codes import SUITE
 
 from harness.results.metrics import GATEABLE, metric
 from harness.workload.suite import SuiteError, load_suite
+
+from helpers.arms import scripted
+from helpers.cli import harness, outside_git
+from helpers.processes import unique_marker
+from helpers.suites import SUITE, write_suite
 
 
 def test_slower_tokens_after_the_first_are_a_regression_named_on_itl(tmp_path):
@@ -22,7 +24,8 @@ def test_slower_tokens_after_the_first_are_a_regression_named_on_itl(tmp_path):
     base = scripted("--ttft-ms 60 --itl-ms 20 --bare-health", model=marker)
     head = scripted("--ttft-ms 60 --itl-ms 26 --bare-health", model=marker)  # 1.3x per token
     r = harness("ab", "--quiet", "--suite", str(suite), "--rounds", "3", "--max-rounds", "7",
-                "--base-cmd", base, "--head-cmd", head, cwd=tmp_path)  # fmt: skip
+                "--base-cmd", base, "--head-cmd", head,
+                cwd=tmp_path, env=outside_git(tmp_path))  # fmt: skip
     assert r.returncode == 1, r.stdout + r.stderr
     assert "REGRESSION: itl_p50_ms 1.3" in r.stdout, r.stdout
     ttft = next(line for line in r.stdout.splitlines() if "│ ttft_p50_ms" in line)
@@ -51,7 +54,7 @@ def test_a_latency_that_moved_without_a_gate_is_shown_not_judged():
     from harness.report.tables import moved_rows
     from harness.stats.compare import compare_rounds
 
-    from fake_runs import make_rounds
+    from helpers.fake_runs import make_rounds
 
     base = [100.0, 101.0, 99.0, 100.5, 100.2]
     rounds = make_rounds({"base": base, "head": [b * 1.01 for b in base]}, "ttft_p50_ms")

@@ -4,10 +4,12 @@ leaves nothing behind."""
 from __future__ import annotations
 
 import pytest
-from harness_helpers import scripted, survivors, unique_marker, wait_no_survivors
 
 from harness.arms.arms import make_arm
 from harness.arms.launcher import Launcher, LaunchError
+
+from helpers.arms import scripted
+from helpers.processes import survivors, unique_marker, wait_no_survivors
 
 
 def test_waits_through_loading_and_records_startup(tmp_path):

@@ -19,7 +19,7 @@ from harness.results.errors import ComparisonError
 from harness.results.metrics import CATALOGUE, GATEABLE, METRICS, SUMMARY_KEYS, Method, metric
 from harness.stats.compare import compare_rounds
 
-from fake_runs import make_rounds
+from helpers.fake_runs import make_rounds
 
 ROOT = Path(__file__).resolve().parents[1]
 

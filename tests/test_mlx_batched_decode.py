@@ -3,10 +3,11 @@ longest row, masked per row) gives each row what it gets decoded alone."""
 
 import numpy as np
 import pytest
-from conftest import needs_smollm2
 
 from engine.backends import load_backend
 from engine.model.load import load_model
+
+from helpers.marks import needs_smollm2
 
 mx = pytest.importorskip("mlx.core", exc_type=ImportError)  # else the module is skipped
 

@@ -8,13 +8,14 @@ import time
 import gguf
 import numpy as np
 import pytest
-from conftest import needs_smollm2
-from model_files import write_tiny_gguf
 from safetensors.numpy import save_file
 
 from engine.backends import load_backend
 from engine.model.load import ModelNotFound, load_model
 from engine.model.tiny import SPECIAL_TOKENS
+
+from helpers.marks import needs_smollm2
+from helpers.model_files import write_tiny_gguf
 
 PROMPT = [1, 72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100, 2]
 

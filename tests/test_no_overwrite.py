@@ -6,14 +6,15 @@ existing file it did not name; `merge --summary` never appends to a JSON input."
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness_helpers import scripted, unique_marker, wait_no_survivors, write_suite
+from helpers.arms import scripted
+from helpers.cli import harness, start_harness
+from helpers.processes import unique_marker, wait_no_survivors
+from helpers.suites import write_suite
 
 SUITE = """
 model = "{model}"
@@ -26,20 +27,6 @@ max_tokens = 2
 [gate]
 ttft_p50_ms = 0.5
 """
-
-
-def start(*args: str, cwd: Path) -> subprocess.Popen:
-    env = {**os.environ, "SERVEGATE_CACHE": str(cwd / "cache")}
-    return subprocess.Popen(
-        [sys.executable, "-m", "harness", *args], cwd=cwd, env=env, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
-
-
-def harness(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    proc = start(*args, cwd=cwd)
-    out, err = proc.communicate(timeout=300)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def both(*procs: subprocess.Popen) -> list[subprocess.CompletedProcess]:
@@ -66,7 +53,7 @@ def test_two_runs_in_one_second_keep_two_results_each_log_beside_its_json(tmp_pa
         path.write_text(text)
     cmd = scripted("--ttft-ms 5", model=marker)
     args = ("run", "--suite", str(suite), "--quiet", "--serve-cmd", cmd)
-    results = both(start(*args, cwd=tmp_path), start(*args, cwd=tmp_path))
+    results = both(*(start_harness(*args, cwd=tmp_path, cache=tmp_path / "cache") for _ in "ab"))
     written = []
     for r in results:
         assert r.returncode == 0, r.stdout + r.stderr
@@ -90,7 +77,7 @@ def test_two_abs_into_one_out_dir_keep_every_result_and_log(tmp_path):
     cmd = scripted("--ttft-ms 5", model=marker)
     args = ("ab", "--quiet", "--suite", str(suite), "--rounds", "2", "--max-rounds", "2",
             "--out-dir", str(out), "--base-cmd", cmd, "--head-cmd", cmd)  # fmt: skip
-    results = both(start(*args, cwd=tmp_path), start(*args, cwd=tmp_path))
+    results = both(*(start_harness(*args, cwd=tmp_path, cache=tmp_path / "cache") for _ in "ab"))
     reports = []
     for r in results:
         assert r.returncode == 0, r.stdout + r.stderr
@@ -122,7 +109,8 @@ def _saved_runs(tmp_path: Path) -> Path:
     marker = unique_marker()
     suite = write_suite(tmp_path, SUITE.format(model=marker))
     r = harness("run", "--suite", str(suite), "--quiet", "--out", "run.json", "--repeat", "3",
-                "--serve-cmd", scripted("--ttft-ms 5", model=marker), cwd=tmp_path)  # fmt: skip
+                "--serve-cmd", scripted("--ttft-ms 5", model=marker),
+                cwd=tmp_path, cache=tmp_path / "cache", timeout=300)  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     return tmp_path / "run.json"
 
@@ -132,11 +120,21 @@ def test_export_never_replaces_its_input_nor_a_file_it_was_not_given(tmp_path):
     before = run.read_bytes()
     for out in ("run.json", "./run.json", str(run), "sub/../run.json"):
         (tmp_path / "sub").mkdir(exist_ok=True)
-        r = harness("export", "run.json", "--out", out, cwd=tmp_path)
+        r = harness(
+            "export", "run.json", "--out", out, cwd=tmp_path, cache=tmp_path / "cache", timeout=300
+        )
         assert r.returncode == 2 and "is the input" in r.stderr, r.stdout + r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
     (tmp_path / "link.json").symlink_to(run)
-    r = harness("export", "link.json", "--out", "run.json", cwd=tmp_path)
+    r = harness(
+        "export",
+        "link.json",
+        "--out",
+        "run.json",
+        cwd=tmp_path,
+        cache=tmp_path / "cache",
+        timeout=300,
+    )
     assert r.returncode == 2 and "is the input" in r.stderr, r.stderr
     assert run.read_bytes() == before
 
@@ -144,7 +142,9 @@ def test_export_never_replaces_its_input_nor_a_file_it_was_not_given(tmp_path):
     # (not named) is kept, and the second run goes to a free name, said so
     mine = tmp_path / "o-2.json"
     mine.write_text("mine\n")
-    r = harness("export", "run.json", "--out", "o.json", cwd=tmp_path)
+    r = harness(
+        "export", "run.json", "--out", "o.json", cwd=tmp_path, cache=tmp_path / "cache", timeout=300
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert mine.read_text() == "mine\n"
     assert "vLLM result: o-2-2.json (o-2.json exists: not replaced)" in r.stdout, r.stdout
@@ -156,7 +156,9 @@ def test_compare_twice_in_one_folder_keeps_both_and_merge_never_appends_to_them(
     run = _saved_runs(tmp_path)
     reports = []
     for _ in range(2):
-        r = harness("compare", "run.json", "run.json", cwd=tmp_path)
+        r = harness(
+            "compare", "run.json", "run.json", cwd=tmp_path, cache=tmp_path / "cache", timeout=300
+        )
         assert r.returncode == 0, r.stdout + r.stderr
         (line,) = [x for x in r.stdout.splitlines() if x.startswith("report: ")]
         reports.append(tmp_path / line.removeprefix("report: "))
@@ -167,11 +169,29 @@ def test_compare_twice_in_one_folder_keeps_both_and_merge_never_appends_to_them(
     ab = reports[0].with_suffix(".json")
     before = ab.read_bytes()
     for target in (str(ab), "results/../" + str(ab.relative_to(tmp_path))):
-        r = harness("merge", str(ab), "--summary", target, cwd=tmp_path)
+        r = harness(
+            "merge",
+            str(ab),
+            "--summary",
+            target,
+            cwd=tmp_path,
+            cache=tmp_path / "cache",
+            timeout=300,
+        )
         assert r.returncode == 2 and "one of the inputs" in r.stderr, r.stdout + r.stderr
-    r = harness("merge", str(ab), "--summary", str(run), cwd=tmp_path)  # JSON, not an input
+    r = harness(
+        "merge", str(ab), "--summary", str(run), cwd=tmp_path, cache=tmp_path / "cache", timeout=300
+    )  # JSON, not an input
     assert r.returncode == 2 and "is a JSON file" in r.stderr, r.stdout + r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     assert ab.read_bytes() == before and json.loads(run.read_text())["runs"]
-    r = harness("merge", str(ab), "--summary", "merged.md", cwd=tmp_path)
+    r = harness(
+        "merge",
+        str(ab),
+        "--summary",
+        "merged.md",
+        cwd=tmp_path,
+        cache=tmp_path / "cache",
+        timeout=300,
+    )
     assert r.returncode == 0 and (tmp_path / "merged.md").read_text().strip(), r.stderr

@@ -7,13 +7,15 @@ from __future__ import annotations
 import json
 
 import pytest
-from harness_helpers import scripted, unique_marker, write_suite
-from test_ab_commands import harness
-from test_exit_codes import SUITE
 
 from harness.runs.measure import draw_lengths
 from harness.workload.fingerprint import fingerprint, workload
 from harness.workload.suite import SuiteError, load_suite, override
+
+from helpers.arms import scripted
+from helpers.cli import harness, outside_git
+from helpers.processes import unique_marker
+from helpers.suites import SUITE, write_suite
 
 
 def fp(suite) -> str:
@@ -40,12 +42,21 @@ def test_harness_run_takes_the_overrides_into_its_run(tmp_path):
     r = harness("run", "--suite", str(suite), "--quiet", "--out", "run.json", "--clients", "3",
                 "--requests", "7", "--max-tokens", "2", "--prompt-tokens", "9",
                 "--serve-cmd", scripted("--ttft-ms 5 --bare-health", model=marker),
-                cwd=tmp_path)  # fmt: skip
+                cwd=tmp_path, env=outside_git(tmp_path))  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     (run,) = json.loads((tmp_path / "run.json").read_text())["runs"]
     (phase,) = run["workload"]["phases"]
     assert (phase["clients"], phase["requests"], phase["max_tokens"]) == (3, 7, 2)
     assert phase["prompt_lengths"] == [9] * 7
     assert len(run["requests"]) == 7
-    bad = harness("run", "--suite", str(suite), "--rate", "nan", "--dry-run", cwd=tmp_path)
+    bad = harness(
+        "run",
+        "--suite",
+        str(suite),
+        "--rate",
+        "nan",
+        "--dry-run",
+        cwd=tmp_path,
+        env=outside_git(tmp_path),
+    )
     assert bad.returncode == 2 and "must be a finite rate > 0" in bad.stderr, bad.stderr

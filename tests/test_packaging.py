@@ -12,7 +12,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from harness_helpers import REPO, scripted, unique_marker, wait_no_survivors
+
+from helpers import REPO
+from helpers.arms import scripted
+from helpers.processes import unique_marker, wait_no_survivors
 
 HEAVY = ("torch", "mlx", "engine")
 IMPORT_ALL = """

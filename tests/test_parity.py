@@ -2,7 +2,6 @@
 pool's batched decode vs per-row, int4 vs the dequantized float path, prompt-cache hits
 prefilled in one batched forward vs cold runs."""
 
-import dataclasses
 import importlib
 import shutil
 
@@ -16,6 +15,8 @@ from engine.backends.kernels.cpu_features import cpu_has_native_bf16
 from engine.backends.torch.backend import TorchBackend
 from engine.backends.torch.int4 import Int4Linear, Int4PairLinear, int4_kernels_available
 from engine.model.load import load_model
+
+from helpers.model_files import quantized_tiny
 
 
 def mlx_import_error() -> str | None:
@@ -242,24 +243,6 @@ def test_decode_over_a_slot_window_with_holes_and_out_of_order_rows(kernels):
         for i, row in zip(order, logits, strict=True):
             tokens[i].append(int(row.argmax()))
     assert {i: tokens[i] for i in range(4)} == dict(enumerate(singles))
-
-
-def quantized_tiny():
-    """tiny with every projection rounded to Q4_1 and its (tied) embedding to Q8_0, as
-    SmolLM2's GGUF stores them: the dequantized floats and the codes."""
-    from gguf import GGMLQuantizationType
-    from gguf.quants import quantize
-
-    from engine.model.q4 import quantize_q4_1
-    from engine.model.q8 import from_q8_0_blocks
-
-    loaded = load_model("tiny")
-    q4 = {n: quantize_q4_1(w) for n, w in loaded.weights.items() if n.endswith("_proj.weight")}
-    embed = "model.embed_tokens.weight"
-    w = loaded.weights[embed]
-    q8 = {embed: from_q8_0_blocks(quantize(w, GGMLQuantizationType.Q8_0), *w.shape)}
-    weights = {**loaded.weights, **{n: q.dequantize() for n, q in {**q4, **q8}.items()}}
-    return dataclasses.replace(loaded, weights=weights, q4=q4, q8=q8)
 
 
 @pytest.mark.skipif(not int4_kernels_available(), reason="torch has no CPU int4 kernels")

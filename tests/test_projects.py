@@ -6,17 +6,18 @@ last line (and a skipped bisect step), and no commit is ever built twice."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
 
 import pytest
-from harness_helpers import scripted, unique_marker, wait_no_survivors
-from project_repo import ProjectRepo
-from test_exit_codes import cli
 
 from harness.arms.launcher import free_port
+
+from helpers.arms import scripted
+from helpers.cli import cli, harness
+from helpers.processes import unique_marker, wait_no_survivors
+from helpers.project_repo import ProjectRepo
 
 BUILD_ERROR = "error: src/ttft_ms must be a whole number of milliseconds, got 'sixty'"
 FAST = ("--suite", "suite.toml", "--quiet", "--rounds", "3", "--max-rounds", "5")
@@ -133,11 +134,10 @@ def test_two_running_servers_given_by_url_get_a_verdict(tmp_path):
         suite = ProjectRepo(tmp_path, marker).path / "suite.toml"  # any folder: no git needed
         suite.write_text(suite.read_text() + "peak_rss_bytes = 0.05\n")
         out = tmp_path / "out"
-        r = subprocess.run(
-            [sys.executable, "-m", "harness", "ab", "--suite", str(suite), "--quiet",
-             "--base-url", f"http://127.0.0.1:{base}", "--head-url", f"http://127.0.0.1:{head}",
-             "--rounds", "3", "--max-rounds", "5", "--out-dir", str(out)],
-            cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        r = harness(
+            "ab", "--suite", str(suite), "--quiet",
+            "--base-url", f"http://127.0.0.1:{base}", "--head-url", f"http://127.0.0.1:{head}",
+            "--rounds", "3", "--max-rounds", "5", "--out-dir", str(out), cwd=tmp_path,
         )  # fmt: skip
     finally:
         for p in procs:
@@ -165,18 +165,16 @@ def test_an_api_key_reaches_every_request_and_a_missing_one_is_said_at_once(tmp_
     keyfile.write_text("--api-key\ns3cret\n")
     arms = ["--base-cmd", scripted(f"@{keyfile}", model=marker),
             "--head-cmd", scripted(f"@{keyfile} --tag b", model=marker)]  # fmt: skip
-    ab = [sys.executable, "-m", "harness", "ab", "--suite", str(suite), "--quiet", "--rounds",
-          "2", "--max-rounds", "2", "--out-dir", str(tmp_path / "out"), *arms]  # fmt: skip
-    keyed = subprocess.run(ab, cwd=tmp_path, capture_output=True, text=True, timeout=600,
-                           env={**os.environ, "OPENAI_API_KEY": "s3cret"})  # fmt: skip
+    ab = ["ab", "--suite", str(suite), "--quiet", "--rounds", "2", "--max-rounds", "2",
+          "--out-dir", str(tmp_path / "out"), *arms]  # fmt: skip
+    keyed = harness(*ab, cwd=tmp_path, env={"OPENAI_API_KEY": "s3cret"})
     assert keyed.returncode == 0, keyed.stdout + keyed.stderr
     result = only_json(tmp_path / "out", "*.json")
     assert result["rounds"][0]["base"]["summary"]["errors"] == 0
     assert result["rounds"][0]["head"]["arm"]["api_key"] == "set"
     assert "s3cret" not in json.dumps(result)
-    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
     started = time.monotonic()
-    bare = subprocess.run(ab, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+    bare = harness(*ab, cwd=tmp_path, env={"OPENAI_API_KEY": None})  # the key unset
     assert bare.returncode == 2, bare.stdout + bare.stderr
     assert "HTTP 401: it wants an API key" in bare.stdout + bare.stderr
     assert time.monotonic() - started < 60  # said at the first start, not after a timeout

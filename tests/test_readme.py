@@ -8,8 +8,10 @@ import re
 import shlex
 
 import pytest
-from harness_helpers import REPO, ThrowawayRepo
-from test_exit_codes import cli
+
+from helpers import REPO
+from helpers.cli import cli
+from helpers.throwaway_repo import ThrowawayRepo
 
 DRY = ("ab", "sweep", "bisect", "run")
 # need saved results or a cache: run for real in test_ab_paths.py, test_summary.py,

@@ -16,7 +16,7 @@ from harness.report.saved import compare_saved
 from harness.results.errors import ComparisonError
 from harness.stats.compare import compare_rounds
 
-from fake_runs import realistic_run
+from helpers.fake_runs import realistic_run
 
 TOLERANCES = {"ttft_p50_ms": 0.10, "ttft_p95_ms": 0.10, "tok_s": 0.10, "peak_rss_bytes": 0.05}
 SECTIONS = [

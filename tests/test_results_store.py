@@ -9,13 +9,13 @@ import math
 from pathlib import Path
 
 import pytest
-from test_exit_codes import cli, one_line_error
 
 from harness.results import store
 from harness.results.errors import ComparisonError
 from harness.stats.compare import compare_rounds
 
-from fake_runs import make_rounds
+from helpers.cli import cli, one_line_error
+from helpers.fake_runs import make_rounds
 
 ROOT = Path(__file__).resolve().parents[1]
 # JSON under results/ that is not a result of the gate, by the keys that say what it is

@@ -3,11 +3,12 @@
 import json
 
 import pytest
-from harness_helpers import REPO
-from test_exit_codes import cli
 
 from engine.sim.costs import load_costs
 from engine.sim.roofline import Roofline, hardware
+
+from helpers import REPO
+from helpers.cli import cli
 
 
 @pytest.fixture(scope="module")

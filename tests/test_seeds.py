@@ -2,34 +2,25 @@
 (`tiny`) and caught by `harness ab`, while A/A passes."""
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
-from harness_helpers import REPO
+from helpers import REPO
+from helpers.cli import harness
 
 
 def ab(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
     out = tmp_path / "results"
-    env = {**os.environ, "SERVEGATE_CACHE": str(tmp_path / "cache")}
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "harness",
-            "ab",
-            "--quiet",
-            "--model",
-            "tiny",
-            "--out-dir",
-            str(out),
-            *args,
-        ],
+    r = harness(
+        "ab",
+        "--quiet",
+        "--model",
+        "tiny",
+        "--out-dir",
+        str(out),
+        *args,
         cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
+        cache=tmp_path / "cache",
         timeout=1200,
     )
     (report,) = sorted(out.glob("*.json"))

@@ -10,22 +10,9 @@ import urllib.request
 import aiohttp
 import openai
 import pytest
-from conftest import needs_smollm2
 
-from engine_server import metrics, run_concurrently
-
-
-def post(url: str, body: bytes | str, headers: dict | None = None) -> tuple[int, dict]:
-    data = body.encode() if isinstance(body, str) else body
-    req = urllib.request.Request(
-        url, data=data, headers={"Content-Type": "application/json", **(headers or {})}
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
-
+from helpers.engine_server import metrics, post, run_concurrently
+from helpers.marks import needs_smollm2
 
 BAD_INPUTS = [
     ("invalid json", "{not json", 400),

@@ -3,7 +3,7 @@
 import json
 import urllib.request
 
-from engine_server import metrics, run_concurrently
+from helpers.engine_server import metrics, run_concurrently
 
 
 def get(url: str) -> dict:

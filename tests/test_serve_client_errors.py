@@ -12,9 +12,9 @@ import zlib
 
 import aiohttp
 import pytest
-from test_serve_api import post
 
-from engine_server import ROOT, free_port, metrics
+from helpers import REPO
+from helpers.engine_server import free_port, metrics, post
 
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
@@ -123,7 +123,7 @@ def test_auth_covers_every_endpoint_that_does_work(engine_factory):
 def serve(*flags: str, env: dict | None = None) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "engine.cli", "serve", "--model", "tiny", *flags]
     return subprocess.Popen(
-        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
 
 

@@ -13,7 +13,7 @@ import aiohttp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine_server import metrics
+from helpers.engine_server import metrics
 
 GAUGES = ("engine_queue_depth", "engine_running_sequences", "engine_kv_live_tokens")
 PATHS = ["/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"]

@@ -14,7 +14,7 @@ import aiohttp
 from engine.backends import load_backend
 from engine.model.load import load_model
 
-from engine_server import metrics
+from helpers.engine_server import metrics
 
 MARKER = "POISON-7f3a"
 

@@ -7,7 +7,7 @@ does not depend on how quickly this shared machine delivers four requests.
 
 import random
 
-from engine_server import metrics, run_concurrently
+from helpers.engine_server import metrics, run_concurrently
 
 WINDOW = ("--batch-window-ms", "1000")
 

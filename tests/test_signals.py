@@ -6,17 +6,17 @@ measurement that had finished before the signal kept on disk."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from harness_helpers import scripted, survivors, unique_marker, wait_no_survivors
-from project_repo import ProjectRepo
+
+from helpers.arms import scripted
+from helpers.cli import start_harness
+from helpers.processes import survivors, unique_marker, wait_no_survivors
+from helpers.project_repo import ProjectRepo
 
 SUITE = """
 model = "{model}"
@@ -67,12 +67,7 @@ def started(tmp_path: Path, cwd: Path) -> bool:
 def interrupt_at_random(verb: str, sig: int, tmp_path: Path, rng: random.Random) -> None:
     marker = unique_marker()
     args, cwd = verb_args(verb, tmp_path, marker)
-    env = {**os.environ, "SERVEGATE_CACHE": str(tmp_path / "cache")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "harness", *args, "--quiet"], cwd=cwd, env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )  # fmt: skip
+    proc = start_harness(*args, "--quiet", cwd=cwd, cache=tmp_path / "cache", merge_stderr=True)
     deadline = time.monotonic() + 60  # a random moment of the run: after the first server start
     while not started(tmp_path, cwd) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -117,12 +112,7 @@ def interrupt_mid_run(verb: str, sig: int, tmp_path: Path) -> None:
     status allowed is the shell's for the signal."""
     marker = unique_marker()
     args, cwd = verb_args(verb, tmp_path, marker)
-    env = {**os.environ, "SERVEGATE_CACHE": str(tmp_path / "cache")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "harness", *args, "--quiet"], cwd=cwd, env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )  # fmt: skip
+    proc = start_harness(*args, "--quiet", cwd=cwd, cache=tmp_path / "cache", merge_stderr=True)
     deadline = time.monotonic() + 120
     while proc.poll() is None and time.monotonic() < deadline:
         if any(p.pid != proc.pid for p in survivors(marker)):  # the harness names it too

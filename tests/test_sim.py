@@ -6,13 +6,14 @@ import json
 
 import numpy as np
 import pytest
-from harness_helpers import REPO
-from test_exit_codes import cli
 
 from engine.config import resolve_config
 from engine.model.load import load_model
 from engine.sim.costs import CostModel, features, fit
 from engine.sim.driver import simulate
+
+from helpers import REPO
+from helpers.cli import cli, harness
 
 COSTS = CostModel(
     "unit",
@@ -195,23 +196,16 @@ def test_a_simulated_sweep_gates_each_level(tmp_path):
 
 
 def sim_ab(repo_path, tmp_path, *args: str):
-    import os
-    import subprocess
-    import sys
-
-    env = {**os.environ, "SERVEGATE_CACHE": str(tmp_path / "cache")}
-    return subprocess.run(
-        [sys.executable, "-m", "harness", "ab", "--quiet", "--suite", "boundary-spill",
-         "--model", "tiny", "--out-dir", str(tmp_path / "out"), *args],
-        cwd=repo_path, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    return harness("ab", "--quiet", "--suite", "boundary-spill", "--model", "tiny",
+                   "--out-dir", str(tmp_path / "out"), *args,
+                   cwd=repo_path, cache=tmp_path / "cache")  # fmt: skip
 
 
 def test_a_scheduler_change_in_a_commit_changes_the_simulated_verdict(tmp_path):
     """The token cap re-derived as max_batch_prefill x chunk (half of today's) in a throwaway
     commit: boundary-spill's four 520-token prompts no longer batch, and the simulated A/B of
     the two commits (each arm's own scheduler) says REGRESSION; the same commit twice PASSes."""
-    from harness_helpers import ThrowawayRepo
+    from helpers.throwaway_repo import ThrowawayRepo
 
     repo = ThrowawayRepo(tmp_path)
     costs = tmp_path / "costs.json"

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from helpers.cli import harness
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
@@ -36,7 +36,7 @@ def browser():
 
 @pytest.mark.timeout(900)
 def test_the_site_opens_offline_with_every_chart_drawn(tmp_path):
-    from test_history import COMMITS, build_history
+    from helpers.history_repo import COMMITS, build_history
 
     repo, shas, folder = build_history(tmp_path)
     # one A/B result among the runs: its head point is coloured and links to a report page
@@ -45,8 +45,7 @@ def test_the_site_opens_offline_with_every_chart_drawn(tmp_path):
                      str(folder / "ab"), cache=tmp_path / "cache")  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     site = ["publish", str(folder), "--out", str(tmp_path / "site")]
-    r = subprocess.run([sys.executable, "-m", "harness", *site], capture_output=True,
-                       text=True, timeout=300)  # fmt: skip
+    r = harness(*site, cwd=tmp_path, timeout=300)
     assert r.returncode == 0, r.stderr
     driver = browser()
     try:

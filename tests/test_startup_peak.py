@@ -5,8 +5,11 @@ import json
 import sys
 
 import pytest
-from harness_helpers import scripted, unique_marker, write_suite
-from test_exit_codes import SUITE, cli
+
+from helpers.arms import scripted
+from helpers.cli import cli
+from helpers.processes import unique_marker
+from helpers.suites import SUITE, write_suite
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="VmHWM is Linux's")
 

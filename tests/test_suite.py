@@ -5,9 +5,10 @@ from __future__ import annotations
 import random
 
 import pytest
-from harness_helpers import write_suite
 
 from harness.workload.suite import PromptLength, SuiteError, load_suite, shipped
+
+from helpers.suites import write_suite
 
 BASE = """
 model = "tiny"

@@ -3,14 +3,10 @@ REGRESSION, INCONCLUSIVE, INVALID), its table agrees with the report's, its repr
 pinned to commits; `harness ab` writes it to --summary and to $GITHUB_STEP_SUMMARY."""
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
-from harness_helpers import scripted, unique_marker, write_suite
-from test_exit_codes import SUITE as SCRIPTED_SUITE
 
 from harness.report.summary import (
     MARK,
@@ -22,7 +18,12 @@ from harness.report.summary import (
 )
 from harness.stats.compare import compare_rounds
 
-from fake_runs import make_rounds
+from helpers.arms import scripted
+from helpers.cli import harness
+from helpers.fake_runs import make_rounds
+from helpers.processes import unique_marker
+from helpers.suites import SUITE as SCRIPTED_SUITE
+from helpers.suites import write_suite
 
 SHA_A, SHA_B = "a" * 40, "b" * 40
 
@@ -139,14 +140,11 @@ def run_ab(tmp_path: Path, head: str) -> tuple[subprocess.CompletedProcess, Path
     suite = write_suite(tmp_path, SUITE)
     mine, github = tmp_path / "pr" / "summary.md", tmp_path / "step-summary.md"
     github.write_text("earlier step\n")  # appended to, never replaced
-    env = {**os.environ, "GITHUB_STEP_SUMMARY": str(github), "SERVEGATE_CACHE": str(tmp_path)}
     args = ["--suite", str(suite), "--rounds", "3", "--max-rounds", "3", "--summary", str(mine)]
     cmds = ["--base-cmd", scripted("--ttft-ms 150 --bare-health", model=marker)]
     cmds += ["--head-cmd", scripted(f"{head} --bare-health", model=marker)]
-    r = subprocess.run(
-        [sys.executable, "-m", "harness", "ab", "--quiet", *args, *cmds],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    r = harness("ab", "--quiet", *args, *cmds, cwd=tmp_path,
+                env={"GITHUB_STEP_SUMMARY": str(github)}, cache=tmp_path)  # fmt: skip
     return r, mine, github
 
 
@@ -168,11 +166,8 @@ def test_a_crashed_head_gives_an_invalid_summary(tmp_path):
 
 def test_an_unwritable_summary_is_refused_before_anything_runs(tmp_path):
     (tmp_path / "dir").mkdir()
-    r = subprocess.run(
-        [sys.executable, "-m", "harness", "ab", "--summary", str(tmp_path / "dir"),
-         "--base-cmd", "x {port}", "--head-cmd", "y {port}"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    r = harness("ab", "--summary", str(tmp_path / "dir"), "--base-cmd", "x {port}",
+                "--head-cmd", "y {port}", cwd=tmp_path, timeout=60)  # fmt: skip
     assert r.returncode == 2 and "is a directory" in r.stderr, r.stderr
     assert r.stderr.strip().splitlines()[-1].startswith("Error: Invalid value for '--summary'")
 
@@ -183,10 +178,7 @@ def merge(tmp_path: Path, *results: dict, summary: bool = False):
         paths.append(tmp_path / f"shard{i}.json")
         paths[-1].write_text(json.dumps(result))
     extra = ["--summary", str(tmp_path / "merged.md")] if summary else []
-    return subprocess.run(
-        [sys.executable, "-m", "harness", "merge", *map(str, paths), *extra],
-        cwd=tmp_path, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    return harness("merge", *map(str, paths), *extra, cwd=tmp_path, timeout=60)
 
 
 def test_merge_exits_with_the_worst_shard_and_leads_with_its_verdict(tmp_path):
@@ -211,7 +203,6 @@ def test_merge_exits_with_the_worst_shard_and_leads_with_its_verdict(tmp_path):
 
 def test_merge_refuses_what_is_not_a_result(tmp_path):
     (tmp_path / "junk.json").write_text('{"hello": 1}')
-    r = subprocess.run([sys.executable, "-m", "harness", "merge", str(tmp_path / "junk.json")],
-                       cwd=tmp_path, capture_output=True, text=True, timeout=60)  # fmt: skip
+    r = harness("merge", str(tmp_path / "junk.json"), cwd=tmp_path, timeout=60)
     assert r.returncode == 2 and r.stderr.startswith("Error: ") and "not an A/B" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1

@@ -3,16 +3,19 @@ once, the rest wait): the knee is reported at N, and a head that saturates at a 
 naming the first regressing level. Bad input is one line and exit 2."""
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from harness_helpers import REPO, scripted, unique_marker, wait_no_survivors, write_suite
 
 from harness.cli.main import main
+
+from helpers import REPO
+from helpers.arms import scripted
+from helpers.cli import harness
+from helpers.processes import unique_marker, wait_no_survivors
+from helpers.suites import write_suite
 
 PNG = b"\x89PNG\r\n\x1a\n"
 # 30 ms to the first token, then 16 tokens 25 ms apart: one stream holds its slot ~400 ms, long
@@ -31,24 +34,17 @@ tok_s = 0.15
 
 
 def harness_sweep(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "SERVEGATE_CACHE": str(tmp_path / "cache")}
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "harness",
-            "sweep",
-            "--quiet",
-            "--out-dir",
-            str(tmp_path / "out"),
-            "--suite",
-            str(write_suite(tmp_path, SHAPE)),
-            *args,
-        ],
+    """`harness sweep` of the SHAPE suite into tmp_path/out."""
+    return harness(
+        "sweep",
+        "--quiet",
+        "--out-dir",
+        str(tmp_path / "out"),
+        "--suite",
+        str(write_suite(tmp_path, SHAPE)),
+        *args,
         cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
+        cache=tmp_path / "cache",
         timeout=300,
     )
 

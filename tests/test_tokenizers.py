@@ -5,11 +5,14 @@ where a server cannot count a prompt."""
 from __future__ import annotations
 
 import pytest
-from harness_helpers import engine_arm, scripted, unique_marker, wait_no_survivors, write_suite
 
 from harness.arms.arms import make_arm
 from harness.runs.measure import run_arm
 from harness.workload.suite import load_suite
+
+from helpers.arms import engine_arm, scripted
+from helpers.processes import unique_marker, wait_no_survivors
+from helpers.suites import write_suite
 
 SUITE = """
 model = "scripted"

@@ -10,10 +10,13 @@ import random
 import re
 
 import pytest
-from harness_helpers import scripted, unique_marker, write_suite
-from test_ab_commands import harness
 
 from harness.workload.suite import SuiteError, load_suite
+
+from helpers.arms import scripted
+from helpers.cli import harness, outside_git
+from helpers.processes import unique_marker
+from helpers.suites import write_suite
 
 SUITE = """
 name = "replay"
@@ -40,7 +43,7 @@ def replay(tmp_path, trace: str, out: str, marker: str):
     suite = write_suite(tmp_path, SUITE.format(trace=trace), f"{out}.toml")
     return harness("run", "--suite", str(suite), "--quiet", "--out", f"{out}.json",
                    "--serve-cmd", scripted("--ttft-ms 2 --itl-ms 1 --bare-health", model=marker),
-                   cwd=tmp_path)  # fmt: skip
+                   cwd=tmp_path, env=outside_git(tmp_path))  # fmt: skip
 
 
 @pytest.mark.timeout(600)
@@ -70,7 +73,9 @@ def test_a_trace_is_replayed_on_time_and_fingerprinted_by_its_content(tmp_path):
     assert run2["fingerprint"] == run["fingerprint"]
     write_trace(tmp_path / "b.jsonl", 200, rate=50.0, seed=2)
     assert replay(tmp_path, "b.jsonl", "other", marker).returncode == 0
-    refused = harness("compare", "first.json", "other.json", cwd=tmp_path)
+    refused = harness(
+        "compare", "first.json", "other.json", cwd=tmp_path, env=outside_git(tmp_path)
+    )
     assert refused.returncode == 2 and "different workloads" in refused.stderr, refused.stderr
 
 
@@ -89,7 +94,7 @@ def test_a_bad_trace_line_is_one_line_and_exit_2(tmp_path, line, said):
     suite = write_suite(tmp_path, SUITE.format(trace="t.jsonl"))
     with pytest.raises(SuiteError, match=rf"t\.jsonl:2: .*{re.escape(said)}"):
         load_suite(str(suite))
-    r = harness("run", "--suite", str(suite), "--dry-run", cwd=tmp_path)
+    r = harness("run", "--suite", str(suite), "--dry-run", cwd=tmp_path, env=outside_git(tmp_path))
     assert r.returncode == 2 and said in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 

@@ -10,15 +10,16 @@ import sys
 import gguf
 import numpy as np
 import pytest
-from conftest import needs_smollm2
 from gguf.quants import dequantize as gguf_dequantize
 from gguf.quants import quantize
-from model_files import write_tiny_gguf
 
 from engine.backends import load_backend
 from engine.backends.torch.int4 import int4_kernels_available
 from engine.model.gguf_reader import GGUFFile, dequantize
 from engine.model.load import load_model, smollm2_gguf_path
+
+from helpers.marks import needs_smollm2
+from helpers.model_files import write_tiny_gguf
 
 
 def assert_same_file(path) -> None:

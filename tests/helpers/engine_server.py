@@ -1,19 +1,21 @@
-"""Start a real `engine serve` process for a test and stop it with SIGTERM afterwards."""
+"""Start a real `engine serve` process for a test, talk to it, and stop it with SIGTERM."""
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
 import aiohttp
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import REPO
 
 
 def free_port() -> int:
@@ -41,7 +43,7 @@ class EngineProcess:
         out = open(log, "w") if log else subprocess.DEVNULL  # noqa: SIM115
         self.proc = subprocess.Popen(
             cmd,
-            cwd=ROOT,
+            cwd=REPO,
             stdout=out,
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -96,3 +98,15 @@ def run_concurrently(url: str, bodies: list[dict]) -> list[tuple[int, dict, dict
             return await asyncio.gather(*(complete(s, url, **b) for b in bodies))
 
     return asyncio.run(go())
+
+
+def post(url: str, body: bytes | str, headers: dict | None = None) -> tuple[int, dict]:
+    data = body.encode() if isinstance(body, str) else body
+    req = urllib.request.Request(
+        url, data=data, headers={"Content-Type": "application/json", **(headers or {})}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())

@@ -1,6 +1,8 @@
 """Model files written for tests: tiny as a GGUF, as llama.cpp's converter writes one, its
-projections optionally in Q4_1 and its tied embedding in Q8_0 as SmolLM2's GGUF stores them."""
+projections optionally in Q4_1 and its tied embedding in Q8_0 as SmolLM2's GGUF stores them;
+and tiny quantized the same way in memory (quantized_tiny)."""
 
+import dataclasses
 from pathlib import Path
 
 import gguf
@@ -76,3 +78,21 @@ def write_tiny_gguf(path: Path, quantized: bool = False) -> Path:
     w.write_tensors_to_file()
     w.close()
     return path
+
+
+def quantized_tiny():
+    """tiny with every projection rounded to Q4_1 and its (tied) embedding to Q8_0, as
+    SmolLM2's GGUF stores them: the dequantized floats and the codes."""
+    from gguf import GGMLQuantizationType
+    from gguf.quants import quantize
+
+    from engine.model.q4 import quantize_q4_1
+    from engine.model.q8 import from_q8_0_blocks
+
+    loaded = load_model("tiny")
+    q4 = {n: quantize_q4_1(w) for n, w in loaded.weights.items() if n.endswith("_proj.weight")}
+    embed = "model.embed_tokens.weight"
+    w = loaded.weights[embed]
+    q8 = {embed: from_q8_0_blocks(quantize(w, GGMLQuantizationType.Q8_0), *w.shape)}
+    weights = {**loaded.weights, **{n: q.dequantize() for n, q in {**q4, **q8}.items()}}
+    return dataclasses.replace(loaded, weights=weights, q4=q4, q8=q8)

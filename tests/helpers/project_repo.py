@@ -1,18 +1,17 @@
 """A throwaway git repository that is not servegate: a tiny server with a real build step and a
 servegate.toml, its history seeded with a TTFT regression and a commit whose build fails. The
-server is tests/scripted_server.py copied in; the build turns src/ttft_ms into the arguments
+server is tests/helpers/scripted_server.py copied in; the build turns src/ttft_ms into the arguments
 file the server needs (without a build, it cannot start) and records each build it makes."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
-from harness_helpers import REPO
+from helpers import SCRIPTED_SERVER
+from helpers.cli import harness
 
 BUILD = """\
 import pathlib, sys
@@ -56,7 +55,7 @@ class ProjectRepo:
         self.path = tmp_path / "tiny-server"
         self.builds_log = tmp_path / "builds.log"
         self.path.mkdir()
-        shutil.copy2(REPO / "tests" / "scripted_server.py", self.path / "server.py")
+        shutil.copy2(SCRIPTED_SERVER, self.path / "server.py")
         (self.path / "build.py").write_text(BUILD)
         (self.path / "servegate.toml").write_text(PROJECT.format(builds=self.builds_log))
         (self.path / "suite.toml").write_text(SUITE.format(model=model))
@@ -91,8 +90,4 @@ class ProjectRepo:
         return Counter(sha for sha, cwd in lines if Path(cwd) != self.path)
 
     def harness(self, *args: str, cache: Path) -> subprocess.CompletedProcess:
-        env = {**os.environ, "SERVEGATE_CACHE": str(cache)}
-        return subprocess.run(
-            [sys.executable, "-m", "harness", *args], cwd=self.path, env=env,
-            capture_output=True, text=True, timeout=900,
-        )  # fmt: skip
+        return harness(*args, cwd=self.path, cache=cache, timeout=900)

@@ -10,7 +10,7 @@ import numpy as np
 from harness.stats.compare import Comparison, compare_rounds, next_look
 from harness.stats.sequential import Schedule
 
-from fake_runs import make_run
+from helpers.fake_runs import make_run
 
 GATE = {"ttft_p50_ms": 0.15, "ttft_p95_ms": 0.20, "tok_s": 0.15, "peak_rss_bytes": 0.10}
 LEVELS = {"ttft_p50_ms": 900.0, "ttft_p95_ms": 1000.0, "tok_s": 60.0, "peak_rss_bytes": 1.3e9}

@@ -6,7 +6,7 @@ sequences and rich markup. Its history is recorded by `harness run --ref` (one c
 fails every request: an invalid run), one short `harness ab` heads the hostile branch, and a
 copy of a run claims a hostile suite name under a hostile file name, as a result file anyone
 can commit to a history folder could. Every output the harness writes from these inputs must
-show them as text (tests/test_escaping.py).
+show them as text (tests/harness/report/test_escaping.py).
 
 `beacon` is a loopback URL (a recording HTTP server the test starts): every image or link the
 payloads carry points at it, so a page that fetched anything leaves a trace."""
@@ -18,9 +18,9 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import project_repo
-from harness_helpers import unique_marker, wait_no_survivors
-from project_repo import ProjectRepo
+from helpers import project_repo
+from helpers.processes import unique_marker, wait_no_survivors
+from helpers.project_repo import ProjectRepo
 
 SENTINEL = "data-pwned"  # the attribute a payload that ran would set on <body>
 SET = f"document.body.setAttribute('{SENTINEL}','yes')"
