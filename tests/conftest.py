@@ -1,5 +1,7 @@
-"""Fixtures shared by the tests: a running tiny engine with chosen flags. The modules the tests
-share are the package helpers/ (tests/ is on pytest's path: pyproject's `pythonpath`)."""
+"""Fixtures shared by the tests: a running tiny engine with chosen flags. The tests live by what
+they exercise: engine/ the reference engine's, harness/<stage>/ each harness stage's (harness/
+itself: the whole package's). The modules they share are the package helpers/ (tests/ is on
+pytest's path: pyproject's `pythonpath`)."""
 
 import pytest
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import re
-from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -19,9 +18,8 @@ from harness.results.errors import ComparisonError
 from harness.results.metrics import CATALOGUE, GATEABLE, METRICS, SUMMARY_KEYS, Method, metric
 from harness.stats.compare import compare_rounds
 
+from helpers import REPO
 from helpers.fake_runs import make_rounds
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def records(ttfts_ms: list[float]) -> list[RequestRecord]:
@@ -69,7 +67,7 @@ def test_directions_rules_and_units_are_the_catalogues():
 
 
 def test_the_docs_name_every_metric():
-    text = (ROOT / "docs" / "run-json.md").read_text()
+    text = (REPO / "docs" / "run-json.md").read_text()
     assert [m for m in METRICS if f"`{m}`" not in text] == []
 
 

@@ -14,10 +14,10 @@ from harness.results import store
 from harness.results.errors import ComparisonError
 from harness.stats.compare import compare_rounds
 
+from helpers import REPO
 from helpers.cli import cli, one_line_error
 from helpers.fake_runs import make_rounds
 
-ROOT = Path(__file__).resolve().parents[1]
 # JSON under results/ that is not a result of the gate, by the keys that say what it is
 OTHER = {
     "pytest-benchmark": {"benchmarks", "machine_info", "commit_info"},
@@ -28,7 +28,7 @@ OTHER = {
 
 
 def committed() -> list[Path]:
-    return sorted(p for p in (ROOT / "results").rglob("*.json") if p.is_file())
+    return sorted(p for p in (REPO / "results").rglob("*.json") if p.is_file())
 
 
 def kind(doc: object) -> str:

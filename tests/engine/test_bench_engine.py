@@ -2,7 +2,7 @@
 decode step at batch 1 and 4 after 512 tokens of context, for every dtype this CPU serves
 (bfloat16 only with native bf16 dot products; int4 there on bfloat16 activations, elsewhere
 on float32 ones where our AVX2 kernels built). CI runs each once (benchmarks disabled);
-measure with `pytest tests/test_bench_engine.py --benchmark-enable`."""
+measure with `pytest tests/engine/test_bench_engine.py --benchmark-enable`."""
 
 import pytest
 

@@ -44,7 +44,7 @@ def test_tight_token_cap_regresses_ttft_p95_on_boundary_spill(tmp_path):
     # scheduling hiccup on a 2-core machine can add as much to one run: a quiet fresh clone read
     # 1.355x, CI [1.024, 1.806], still INCONCLUSIVE after 15 rounds. What is certain is asserted
     # as certain (every head run spills, no base run does); the verdict must point the right
-    # way and never PASS. Gating with a certain answer: tests/test_projects.py.
+    # way and never PASS. Gating with a certain answer: tests/harness/arms/test_projects.py.
     r, result = ab(
         tmp_path,
         "--suite",

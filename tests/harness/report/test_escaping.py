@@ -1,5 +1,5 @@
 """Everything shown is escaped. A project whose commit subjects, branch, suite, model name,
-server errors and log carry attacks (tests/hostile_repo.py): the published site run in real
+server errors and log carry attacks (tests/helpers/hostile_repo.py): the published site run in real
 headless Chromium runs none of them and fetches nothing; the pull request's summary and the
 Markdown report hold no HTML, image, link or @mention the harness did not write, and one table
 row per metric; the terminal gets no escape sequence and no rich markup read as markup."""

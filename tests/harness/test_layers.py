@@ -7,7 +7,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1] / "harness"
+from helpers import REPO
+
+ROOT = REPO / "harness"
 STAGES = ("results", "workload", "arms", "load", "stats", "runs", "sim", "report", "sweep",
           "bisect", "history", "cli")  # fmt: skip
 SHARED = {"files", "escape", "names"}  # harness/*.py

@@ -56,7 +56,7 @@ def test_pure_noise_almost_never_regresses(metric):
 
 # One look at a fixed R = 5 spends the whole 1% budget on one metric (one-sided t at 99%, not
 # the 97.5% of a 95% CI): power at 5% noise is 88-90% here (was 97-98% at 2.5%); the
-# sequential gate adds rounds when a look cannot decide (tests/test_gate_power.py).
+# sequential gate adds rounds when a look cannot decide (test_gate_power.py).
 def test_twenty_percent_worse_with_low_noise_is_regression():
     verdicts = simulate(seed=2, shift=1.2, cv=0.05, gates=200)
     assert np.mean(verdicts == Verdict.REGRESSION) >= 0.85
