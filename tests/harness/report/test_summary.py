@@ -1,0 +1,208 @@
+"""The pull request's summary: its first line states the verdict on every path (PASS,
+REGRESSION, INCONCLUSIVE, INVALID), its table agrees with the report's, its reproduce line is
+pinned to commits; `harness ab` writes it to --summary and to $GITHUB_STEP_SUMMARY."""
+
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+from harness.report.summary import (
+    MARK,
+    ab_summary,
+    bisect_summary,
+    headline,
+    reproduce,
+    sweep_summary,
+)
+from harness.stats.compare import compare_rounds
+
+from helpers.arms import scripted
+from helpers.cli import harness
+from helpers.fake_runs import make_rounds
+from helpers.processes import unique_marker
+from helpers.suites import SUITE as SCRIPTED_SUITE
+from helpers.suites import write_suite
+
+SHA_A, SHA_B = "a" * 40, "b" * 40
+
+
+def ab_result(head_scale: float, cv: float = 0.01, crash: dict | None = None) -> dict:
+    rng = np.random.default_rng(5)
+    base = 100 * rng.lognormal(0, cv, 5)
+    head = base * head_scale * rng.lognormal(0, cv, 5)
+    comparison = compare_rounds(
+        make_rounds({"base": base, "head": head}, "ttft_p50_ms"), {"ttft_p50_ms": 0.1}, crash=crash
+    )
+    return {
+        "suite": "short-concurrency",
+        "base": {"label": "main@aaaaaaaa", "commit": SHA_A},
+        "head": {"label": "HEAD@bbbbbbbb", "commit": SHA_B},
+        "command": "harness ab --base main --head=HEAD --out-dir results",
+        "comparison": comparison.to_dict(),
+    }
+
+
+def test_each_verdict_is_said_in_the_first_line():
+    cases = {
+        "PASS": ab_result(1.0),
+        "REGRESSION": ab_result(1.4),
+        "INCONCLUSIVE": ab_result(1.1, cv=0.2),
+        "INVALID": ab_result(1.0, crash={"arm": "head", "round": 2, "message": "exit 137"}),
+    }
+    for verdict, result in cases.items():
+        assert result["comparison"]["verdict"] == verdict
+        text = ab_summary(result, "results/r.md")
+        first = text.splitlines()[0]
+        assert f"servegate ab: {verdict} (exit {result['comparison']['exit_code']})" in first
+        assert "short-concurrency, main@aaaaaaaa vs HEAD@bbbbbbbb" in first
+        assert "| Metric | Base | Head | Change | 95% CI | Tolerance | Verdict |" in text
+        assert f"harness ab --base {SHA_A} --head {SHA_B} --out-dir results" in text
+        assert "Full report: `results/r.md`" in text
+    assert "ttft_p50_ms +" in ab_summary(cases["REGRESSION"], None).splitlines()[0]
+    assert "not a pass" in ab_summary(cases["INCONCLUSIVE"], None).splitlines()[0]
+    assert "arm head crashed in round 2" in ab_summary(cases["INVALID"], None).splitlines()[0]
+    assert "⚠️" in ab_summary(cases["INCONCLUSIVE"], None).splitlines()[0]
+
+
+# the mark before a verdict groups it for a reader: green only for what let the change through
+MARKS = {"PASS": "✅", "IMPROVEMENT": "✅", "VALID": "✅", "NAMED": "✅", "REGRESSION": "❌",
+         "INCONCLUSIVE": "⚠️", "INVALID": "⛔"}  # fmt: skip
+
+
+def test_an_invalid_result_is_never_marked_with_the_passing_ones():
+    assert MARK == MARKS
+    green = {verdict for verdict, mark in MARK.items() if mark == "✅"}
+    assert green == {"PASS", "IMPROVEMENT", "VALID", "NAMED"}, green
+    for verdict, mark in MARKS.items():
+        line = headline("ab", verdict, 0, "s")
+        assert line.startswith(f"### {mark} servegate ab: {verdict} (exit 0): s"), line
+    crashed = ab_result(1.0, crash={"arm": "head", "round": 2, "message": "exit 137"})
+    first = ab_summary(crashed, None).splitlines()[0]
+    assert first.startswith("### ⛔ servegate ab: INVALID (exit 2): short-concurrency"), first
+    assert "✅" not in first
+    assert ab_summary(ab_result(1.0), None).startswith("### ✅ servegate ab: PASS (exit 0): ")
+    commit = {"sha": SHA_B, "short": SHA_B[:10], "subject": "x"}
+    lost = {"suite": "s", "good": commit, "bad": commit, "culprit": None, "path": []}
+    assert bisect_summary(lost, None).startswith("### ⛔ servegate bisect: INVALID (exit 2): ")
+
+
+def test_the_change_column_is_the_ratio_of_the_two_columns_beside_it():
+    result = ab_result(1.04)
+    row = next(line for line in ab_summary(result, None).splitlines() if "| ttft_p50_ms" in line)
+    base, head, change = (float(c.split()[0].rstrip("%")) for c in row.split("|")[2:5])
+    assert abs((head / base - 1) * 100 - change) < 0.16, row  # each cell rounded
+
+
+def test_reproduce_pins_each_ref_and_keeps_the_rest():
+    shas = {"base": SHA_A, "head": None}
+    assert reproduce("harness ab --base main --suite x --head HEAD", shas) == (
+        f"harness ab --base {SHA_A} --suite x --head HEAD"
+    )
+    assert reproduce("harness ab --base=main", shas) == f"harness ab --base {SHA_A}"
+
+
+def test_sweep_and_bisect_summaries_lead_with_their_verdict():
+    comp = ab_result(1.4)["comparison"]
+    sweep = {
+        "suite": "sweep",
+        "command": "harness sweep --base main --head HEAD",
+        "arms": {"base": {"label": "main", "commit": SHA_A}, "head": {"label": "HEAD"}},
+        "judgement": {
+            "verdict": "REGRESSION",
+            "exit_code": 1,
+            "first_regression": "c4",
+            "first_regression_metrics": ["ttft_p50_ms"],
+            "invalid": [],
+            "levels": {"c4": comp},
+        },
+    }
+    first = sweep_summary(sweep, None).splitlines()[0]
+    assert "servegate sweep: REGRESSION (exit 1)" in first and "first regresses at c4" in first
+    commit = {"sha": SHA_B, "short": SHA_B[:10], "subject": "cap prefill"}
+    good = {"sha": SHA_A, "short": SHA_A[:10], "subject": "ok"}
+    bisect = {"suite": "s", "good": good, "bad": commit, "culprit": commit, "path": [],
+              "command": "harness bisect --good main~3"}  # fmt: skip
+    text = bisect_summary(bisect, "results/b.md")
+    assert "servegate bisect: NAMED (exit 0)" in text.splitlines()[0]
+    assert "first bad commit bbbbbbbbbb cap prefill" in text.splitlines()[0]
+    assert f"--good {SHA_A}" in text
+    lost = bisect_summary(bisect | {"culprit": None}, None).splitlines()[0]
+    assert "servegate bisect: INVALID (exit 2)" in lost
+
+
+SUITE = SCRIPTED_SUITE.format(extra="[gate]\nttft_p50_ms = 0.1")
+
+
+def run_ab(tmp_path: Path, head: str) -> tuple[subprocess.CompletedProcess, Path, Path]:
+    marker = unique_marker()
+    suite = write_suite(tmp_path, SUITE)
+    mine, github = tmp_path / "pr" / "summary.md", tmp_path / "step-summary.md"
+    github.write_text("earlier step\n")  # appended to, never replaced
+    args = ["--suite", str(suite), "--rounds", "3", "--max-rounds", "3", "--summary", str(mine)]
+    cmds = ["--base-cmd", scripted("--ttft-ms 150 --bare-health", model=marker)]
+    cmds += ["--head-cmd", scripted(f"{head} --bare-health", model=marker)]
+    r = harness("ab", "--quiet", *args, *cmds, cwd=tmp_path,
+                env={"GITHUB_STEP_SUMMARY": str(github)}, cache=tmp_path)  # fmt: skip
+    return r, mine, github
+
+
+def test_harness_ab_writes_the_summary_to_the_file_and_to_github(tmp_path):
+    r, mine, github = run_ab(tmp_path, "--ttft-ms 200")
+    assert r.returncode == 1, r.stdout + r.stderr
+    text = mine.read_text()
+    assert text.splitlines()[0].startswith("### ❌ servegate ab: REGRESSION (exit 1)")
+    assert github.read_text() == "earlier step\n" + text
+    assert "Full report: `results/" in text and "Traceback" not in r.stderr
+
+
+def test_a_crashed_head_gives_an_invalid_summary(tmp_path):
+    r, mine, _ = run_ab(tmp_path, "--ttft-ms 150 --exit-at-start 3")
+    assert r.returncode == 2, r.stdout + r.stderr
+    first = mine.read_text().splitlines()[0]
+    assert "servegate ab: INVALID (exit 2)" in first and "crashed" in first
+
+
+def test_an_unwritable_summary_is_refused_before_anything_runs(tmp_path):
+    (tmp_path / "dir").mkdir()
+    r = harness("ab", "--summary", str(tmp_path / "dir"), "--base-cmd", "x {port}",
+                "--head-cmd", "y {port}", cwd=tmp_path, timeout=60)  # fmt: skip
+    assert r.returncode == 2 and "is a directory" in r.stderr, r.stderr
+    assert r.stderr.strip().splitlines()[-1].startswith("Error: Invalid value for '--summary'")
+
+
+def merge(tmp_path: Path, *results: dict, summary: bool = False):
+    paths = []
+    for i, result in enumerate(results):
+        paths.append(tmp_path / f"shard{i}.json")
+        paths[-1].write_text(json.dumps(result))
+    extra = ["--summary", str(tmp_path / "merged.md")] if summary else []
+    return harness("merge", *map(str, paths), *extra, cwd=tmp_path, timeout=60)
+
+
+def test_merge_exits_with_the_worst_shard_and_leads_with_its_verdict(tmp_path):
+    ok, bad = ab_result(1.0), ab_result(1.4)
+    unsure = ab_result(1.1, cv=0.2)
+    broken = ab_result(1.0, crash={"arm": "head", "round": 1, "message": "exit 137"})
+    for shards, code, verdict in [
+        ((ok, ok), 0, "PASS"),
+        ((ok, unsure), 0, "INCONCLUSIVE"),  # exit 0, but not hidden behind the PASS
+        ((ok, bad, unsure), 1, "REGRESSION"),
+        ((bad, broken, ok), 2, "INVALID"),
+    ]:
+        r = merge(tmp_path, *shards, summary=True)
+        assert r.returncode == code, (verdict, r.stdout, r.stderr)
+        first = r.stdout.splitlines()[0]
+        said = f"### {MARKS[verdict]} servegate merge: {verdict} (exit {code}): "
+        assert first.startswith(said + f"{len(shards)} result(s)"), first
+        rows = [line for line in r.stdout.splitlines() if "| short-concurrency |" in line]
+        assert len(rows) == len(shards)  # suite x machine x metric: one gated metric each
+    assert (tmp_path / "merged.md").read_text().count("servegate merge") == 4
+
+
+def test_merge_refuses_what_is_not_a_result(tmp_path):
+    (tmp_path / "junk.json").write_text('{"hello": 1}')
+    r = harness("merge", str(tmp_path / "junk.json"), cwd=tmp_path, timeout=60)
+    assert r.returncode == 2 and r.stderr.startswith("Error: ") and "not an A/B" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
