@@ -251,7 +251,7 @@ def ab(
     except (SuiteError, ArmError, RefError, ProjectError, OutputError) as e:
         raise input_error(e) from None
     if dry_run:
-        print_plan(plans, residency)
+        print_plan(plans, residency, rounds=True)
         return
     if sim_costs is not None:
         simulated_ab(suite, plans, sim_costs, null_arm, out_dir, summary_file)

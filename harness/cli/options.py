@@ -211,9 +211,11 @@ def dry_run_option(command: Callable) -> Callable:
     )(command)
 
 
-def print_plan(plans: dict[str, ArmPlan], residency: str | None = None) -> None:
-    """One line per arm, then how many servers are up at once: what --dry-run promises
-    (scripts may read it)."""
+def print_plan(
+    plans: dict[str, ArmPlan], residency: str | None = None, rounds: bool = False
+) -> None:
+    """One line per arm, then for rounds of several servers (ab) how many are up at once: what
+    --dry-run promises (scripts may read it)."""
     for name, plan in plans.items():
         d = plan.desc
         where = f" commit {d['commit']}" if d.get("commit") else ""
@@ -224,7 +226,8 @@ def print_plan(plans: dict[str, ArmPlan], residency: str | None = None) -> None:
             f" | env: {env}" * bool(env)
         )
         click.echo(terminal(line))
-    click.echo(f"servers: {'together' if together(plans, residency) else 'one-at-a-time'}")
+    if rounds:
+        click.echo(f"servers: {'together' if together(plans, residency) else 'one-at-a-time'}")
 
 
 def arm_context(

@@ -205,7 +205,7 @@ def sweep(
     except (SuiteError, ArmError, RefError, ProjectError, SweepError, SloError, OutputError) as e:
         raise input_error(e) from None
     if dry_run:
-        print_plan(plans, "one-at-a-time")  # a sweep measures one server at a time
+        print_plan(plans)  # a sweep measures one server at a time
         click.echo(f"levels: {', '.join(str(v) for v in values)} ({mode})")
         return
     plan = Sweep(suite, mode, values, requests, cold)

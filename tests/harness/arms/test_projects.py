@@ -192,7 +192,7 @@ def test_engine_flags_in_a_suite_never_reach_another_server(tmp_path, monkeypatc
         assert planned and all(line.endswith("| flags: (none)") for line in planned), planned
     out = cli("ab", "--base-cmd", with_flags, "--head-cmd", with_flags, "--suite", "smoke",
               "--head-flags", "--ttft-ms 9", "--dry-run", cwd=tmp_path)  # fmt: skip
-    base, head = out.stdout.splitlines()
+    base, head = [line for line in out.stdout.splitlines() if "| flags: " in line]
     assert base.endswith("| flags: (none)") and head.endswith("| flags: --ttft-ms 9")
 
 
