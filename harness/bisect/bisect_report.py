@@ -10,12 +10,12 @@ from pathlib import Path
 
 from harness.bisect.bisector import BisectOutcome, Step
 from harness.bisect.commits import Commit
-from harness.files import strict_json, write_atomic
+from harness.files import write_atomic
 from harness.names import claim_file
 from harness.report import tables
 from harness.report.ab_report import slug, template_env, write_report
 from harness.report.summary import bisect_shas, reproduce
-from harness.results.store import schema
+from harness.results import store
 
 
 def _commit(c: Commit) -> dict:
@@ -46,7 +46,7 @@ def summary(outcome: BisectOutcome, suite: str, good: Commit, command: str) -> d
     marks = {s.head.sha: str(s.mark) for s in outcome.steps if s.role == "step" and s.mark}
     marks[outcome.commits[-1].sha] = "bad"
     return {
-        "schema": schema("bisect"),
+        "schema": store.schema("bisect"),
         "suite": suite,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "good": _commit(good),
@@ -94,7 +94,7 @@ def write_bisect_report(data: dict, final: Step | None, out_dir: Path) -> Path:
         ]
     )
     stem = claim_file(out_dir, [stem], ".json", (".md",)).stem  # never another bisect's
-    write_atomic(out_dir / f"{stem}.json", strict_json(data, indent=1) + "\n")
+    store.save(data, out_dir / f"{stem}.json", indent=1)
     md = out_dir / f"{stem}.md"
     page = template_env().get_template("bisect.md.j2")
     line = reproduce(data.get("command", ""), bisect_shas(data))

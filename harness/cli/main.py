@@ -39,9 +39,9 @@ from harness.cli.outputs import OutputError, writable_file
 from harness.cli.sim import sim
 from harness.cli.sweep import sweep
 from harness.escape import terminal
-from harness.files import strict_json, write_atomic
 from harness.names import claim_file, release
 from harness.report.display import LiveProgress, print_run
+from harness.results import store
 from harness.runs.machine import harness_version
 from harness.runs.measure import run_arm
 from harness.runs.plan import Side, default_refs, plan_arm
@@ -233,7 +233,7 @@ def _run(suite, plan, out: Path, repeat: int, ready_timeout: float, quiet: bool)
         _keep(runs, plan.desc, out, console)
         sys.exit(signals.exit_code())
     try:
-        write_atomic(out, strict_json({"arm": plan.desc, "runs": runs}, indent=1) + "\n")
+        store.save({"arm": plan.desc, "runs": runs}, out, indent=1)
     except OSError as exc:
         raise InputError(f"run JSON not written: {out}: {exc.strerror or exc}") from None
     print_run(Console(), runs)
@@ -247,7 +247,7 @@ def _keep(runs: list[dict], arm: dict, out: Path, console: Console) -> None:
     if runs:
         with contextlib.suppress(OSError):
             doc = {"arm": arm, "runs": runs, "complete": False}
-            write_atomic(out, strict_json(doc, indent=1) + "\n")
+            store.save(doc, out, indent=1)
             console.print(f"the {len(runs)} finished run(s): {out}", highlight=False)
 
 

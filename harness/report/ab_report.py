@@ -21,8 +21,8 @@ from harness.report.plots import arms_present, plot_rss, plot_ttft
 from harness.report.saved import is_run, load_result
 from harness.report.sentences import gate_warnings
 from harness.report.summary import arm_shas, reproduce
+from harness.results import store
 from harness.results.errors import ComparisonError
-from harness.results.store import read_json
 
 TEMPLATES = shipped_dir("templates")
 
@@ -167,7 +167,7 @@ def write_result(doc: dict, out_dir: Path, stem: str) -> bool:
         body = gzip.compress(strict_json(doc).encode(), 6)
         write_atomic(out_dir / f"{stem}.raw.json.gz", body)
         doc = slim(doc) | {"raw": f"{stem}.raw.json.gz"}
-    write_atomic(out_dir / f"{stem}.json", strict_json(doc, separators=(",", ":")) + "\n")
+    store.save(doc, out_dir / f"{stem}.json", separators=(",", ":"))
     return raw
 
 
@@ -222,7 +222,7 @@ def unique_stem(out_dir: Path, stem: str, created: str, rerender: bool = False) 
     existing = out_dir / f"{stem}.json"
     if rerender and existing.exists():
         try:
-            if read_json(existing).get("created") == created:
+            if store.read_json(existing).get("created") == created:
                 return stem
         except (ComparisonError, AttributeError):
             pass

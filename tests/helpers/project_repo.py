@@ -28,6 +28,7 @@ PROJECT = """\
 name = "tiny-server"
 build = "{{python}} build.py {{commit}} {builds}"
 serve = "{{python}} server.py --port {{port}} --model {{model}} {{flags}} @build/server.args"
+residency = "together"  # small CPU servers: a round's start once, not per arm
 """
 SUITE = """\
 model = "{model}"
