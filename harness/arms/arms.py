@@ -9,7 +9,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.arms.project import SERVE_PLACEHOLDERS, Project, ProjectError, check_template
+from harness.arms.project import (
+    RESIDENCY,
+    SERVE_PLACEHOLDERS,
+    Project,
+    ProjectError,
+    check_template,
+)
 from harness.arms.project import placeholders as template_names
 from harness.arms.worktrees import Checkout
 
@@ -36,7 +42,7 @@ class Arm:
     strict_counters: bool = False  # every counter series the suite expects must exist
     reports_commit: bool = False  # /health's "commit" must be the checkout's
     api_key: str = ""  # sent as Authorization: Bearer; never written to a report
-    residency: str = "one-at-a-time"  # "together" where its project file says it may share
+    residency: str = RESIDENCY[0]  # one at a time; "together" where its project file says so
 
     @property
     def launches(self) -> bool:

@@ -18,26 +18,14 @@ from helpers import REPO
 from helpers.arms import scripted
 from helpers.cli import harness
 from helpers.processes import unique_marker, wait_no_survivors
-from helpers.suites import write_suite
-
-SUITE = """
-model = "scripted"
-[[phase]]
-name = "load"
-clients = 2
-requests = 4
-prompt_tokens = 8
-max_tokens = 4
-[gate]
-ttft_p50_ms = 0.5
-"""
+from helpers.suites import SUITE, write_suite
 
 
 def gpu_ab(tmp_path, *extra: str):
     marker = unique_marker()
     lock = tmp_path / "gpu0.lock"  # the one device both arms are placed on
     gpu = scripted(f"--device-lock {lock} --load-ms 1500 --ttft-ms 50 --tag", model=marker)
-    suite = write_suite(tmp_path, SUITE)
+    suite = write_suite(tmp_path, SUITE.format(extra="[gate]\nttft_p50_ms = 0.5"))
     r = harness("ab", "--quiet", "--suite", str(suite), "--rounds", "2", "--max-rounds", "2",
                 "--base-cmd", f"{gpu} a", "--head-cmd", f"{gpu} b", "--out-dir",
                 str(tmp_path / "out"), *extra, cwd=tmp_path, cache=tmp_path / "cache")  # fmt: skip
