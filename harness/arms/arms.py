@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.arms.project import (
+    DEVICE_ENV,
+    READY_TIMEOUT_S,
     RESIDENCY,
     SERVE_PLACEHOLDERS,
     Project,
@@ -43,6 +45,17 @@ class Arm:
     reports_commit: bool = False  # /health's "commit" must be the checkout's
     api_key: str = ""  # sent as Authorization: Bearer; never written to a report
     residency: str = RESIDENCY[0]  # one at a time; "together" where its project file says so
+    ready_timeout_s: float = READY_TIMEOUT_S  # how long its cold start may take
+    device: str = ""  # where it runs ({device}, and device_env in its environment); "" = unplaced
+    device_env: str = DEVICE_ENV
+    gauges: tuple[str, ...] = ()  # /metrics gauges of its device memory (project file)
+    gauge_scale: float = 1.0  # bytes per unit of those gauges
+
+    @property
+    def environment(self) -> dict[str, str]:
+        """What is added to the server's environment: its own, and its device when placed."""
+        placed = {self.device_env: self.device} if self.device else {}
+        return dict(self.env) | placed
 
     @property
     def launches(self) -> bool:
@@ -62,6 +75,7 @@ class Arm:
             "model": shlex.quote(self.model),
             "flags": self.flags,
             "worktree": shlex.quote(str(self.cwd.resolve())),
+            "device": shlex.quote(self.device or "0"),
         }
         try:
             return shlex.split(self.template.format_map(values))
@@ -81,6 +95,7 @@ class Arm:
             "pid": self.pid,
             "cwd": str(self.cwd),
             "env": dict(self.env),
+            "device": self.device or None,
             "api_key": "set" if self.api_key else None,
             "reports_commit": self.reports_commit,
         }
@@ -123,7 +138,9 @@ def project_arm(
     arm = Arm(
         "project", model, flags, project.serve, project.name, cwd=co.path, env=project.env + env,
         python=python, ready_path=project.ready_path, strict_counters=project.strict_counters,
-        reports_commit=project.reports_commit, residency=project.residency, **kw,
+        reports_commit=project.reports_commit, residency=project.residency,
+        ready_timeout_s=project.ready_timeout, device_env=project.device_env,
+        gauges=project.gauges, gauge_scale=project.gauge_scale, **kw,
     )  # fmt: skip
     return _checked(arm)
 

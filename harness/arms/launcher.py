@@ -161,12 +161,12 @@ class Launcher:
         self,
         arm: Arm,
         log_path: Path,
-        timeout_s: float = 120.0,
+        timeout_s: float | None = None,
         grace_s: float = 5.0,
         starting=lambda elapsed_s, line: None,
     ):
         self.arm, self.log_path = arm, log_path
-        self.timeout_s, self.grace_s = timeout_s, grace_s
+        self.timeout_s, self.grace_s = timeout_s or arm.ready_timeout_s, grace_s
         self.starting = starting  # (seconds since launch, the log's last line) while it starts
         self.proc: subprocess.Popen | None = None
         self.port = 0
@@ -196,7 +196,7 @@ class Launcher:
                 self.proc = subprocess.Popen(
                     argv, cwd=self.arm.cwd, stdin=subprocess.DEVNULL, stdout=log,
                     stderr=subprocess.STDOUT, start_new_session=True,
-                    env={**os.environ, **dict(self.arm.env)},
+                    env={**os.environ, **self.arm.environment},
                 )  # fmt: skip
             except OSError as exc:
                 raise LaunchError(f"cannot start server {argv[0]!r}: {exc.strerror}") from None

@@ -12,20 +12,27 @@ from pathlib import Path
 from harness.workload import schema
 
 FILE_NAME = "servegate.toml"
-SERVE_PLACEHOLDERS = {"python", "port", "model", "flags", "worktree"}
+SERVE_PLACEHOLDERS = {"python", "port", "model", "flags", "worktree", "device"}
 BUILD_PLACEHOLDERS = {"python", "worktree", "commit"}
 ALLOWED = {"serve": SERVE_PLACEHOLDERS, "build": BUILD_PLACEHOLDERS, "python": {"worktree"}}
 SERVER = {
     "name": str, "build": str, "serve": str, "python": str, "model": str, "ready_path": str,
     "env": schema.TABLE, "strict_counters": bool, "reports_commit": bool,
     "isolated": schema.TABLE, "build_timeout": schema.NUMBER, "residency": str,
+    "ready_timeout": schema.NUMBER, "devices": schema.ARRAY, "device_env": str,
+    "device_memory": schema.TABLE,
 }  # fmt: skip
+# gauges on the server's own /metrics that say how much device memory it holds (summed over
+# their series, times `scale` bytes per unit): for a server given by URL or in a container
+DEVICE_MEMORY = {"gauges": schema.ARRAY, "scale": schema.NUMBER}
 # how many of an A/B's servers may be up at once: one at a time (start, measure, stop, then
 # the next) is safe for a server that holds its device (vLLM reserves 90% of a GPU); together
 # (a round's servers start at once, one start's wait per round) only where they can share it
 RESIDENCY = ("one-at-a-time", "together")
 ISOLATED = {"build": str, "python": str, "env": schema.TABLE, "build_timeout": schema.NUMBER}
 BUILD_TIMEOUT_S = 1800.0  # a build that runs longer is stopped: exit 2 with its log's tail
+READY_TIMEOUT_S = 180.0  # a server that is not ready by then failed to start
+DEVICE_ENV = "CUDA_VISIBLE_DEVICES"  # set to the arm's device when --devices places it
 
 
 class ProjectError(ValueError):
@@ -48,6 +55,12 @@ class Project:
     strict_counters: bool = False  # every counter series a suite expects must exist
     reports_commit: bool = False  # /health says which commit serves; it must be the arm's
     residency: str = RESIDENCY[0]  # a key of RESIDENCY
+    ready_timeout: float = READY_TIMEOUT_S  # seconds a cold start may take (weights, graphs)
+    devices: tuple[str, ...] = ()  # where arms run (`--devices`); () = wherever they start
+    device_env: str = DEVICE_ENV  # the variable that tells the server its device
+    gauges: tuple[str, ...] = ()  # [server.device_memory] gauges
+    gauge_scale: float = 1.0  # bytes per unit of those gauges
+    budget_minutes: float | None = None  # [gate]: what a CI job gives an A/B (`--budget-minutes`)
     isolated: dict = field(default_factory=dict)  # [server.isolated]: what --isolated replaces
 
     def variant(self, isolated: bool) -> Project:
@@ -83,7 +96,10 @@ def load_project(path: Path) -> Project:
 
 
 def parse_project(data: dict, path: Path) -> Project:
-    schema.check_table(data, {"server": schema.TABLE}, "the file")
+    schema.check_table(data, {"server": schema.TABLE, "gate": schema.TABLE}, "the file")
+    gate = schema.check_table(data.get("gate", {}), {"budget_minutes": schema.NUMBER}, "[gate]")
+    if not 0 < gate.get("budget_minutes", 1) <= 7 * 24 * 60:
+        raise ProjectError(f"[gate] budget_minutes must be above 0, got {gate['budget_minutes']!r}")
     server = schema.check_table(data.get("server", {}), SERVER, "[server]")
     if not server.get("serve"):
         raise ProjectError('[server] needs serve = "COMMAND TEMPLATE with {port}"')
@@ -99,6 +115,19 @@ def parse_project(data: dict, path: Path) -> Project:
         raise ProjectError(
             f"[server] residency must be {' or '.join(map(repr, RESIDENCY))}, "
             f"got {server['residency']!r}"
+        )
+    memory = schema.check_table(server.get("device_memory", {}), DEVICE_MEMORY,
+                                "[server.device_memory]")  # fmt: skip
+    gauges = schema.check_items(memory.get("gauges", []), str, "[server.device_memory] gauges")
+    devices = check_devices(server.get("devices", []), "[server] devices")
+    if not 0 < memory.get("scale", 1) < 2**64:
+        raise ProjectError(f"[server.device_memory] scale must be above 0, got {memory['scale']!r}")
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", server.get("device_env", DEVICE_ENV)):
+        raise ProjectError(f"[server] device_env {server['device_env']!r} is not a variable name")
+    if not 0 < server.get("ready_timeout", 1) <= 86400:
+        raise ProjectError(
+            f"[server] ready_timeout must be seconds, above 0 and at most a day, "
+            f"got {server['ready_timeout']!r}"
         )
     for where, table in (("[server]", server), ("[server.isolated]", isolated)):
         if not 0 < table.get("build_timeout", 1) <= 7 * 86400:
@@ -119,8 +148,25 @@ def parse_project(data: dict, path: Path) -> Project:
         strict_counters=server.get("strict_counters", False),
         reports_commit=server.get("reports_commit", False),
         residency=server.get("residency", RESIDENCY[0]),
+        ready_timeout=float(server.get("ready_timeout", READY_TIMEOUT_S)),
+        devices=devices,
+        device_env=server.get("device_env", DEVICE_ENV),
+        gauges=tuple(gauges),
+        gauge_scale=float(memory.get("scale", 1)),
+        budget_minutes=gate.get("budget_minutes"),
         isolated=isolated,
     )
+
+
+def check_devices(items: list, where: str) -> tuple[str, ...]:
+    """Device names as CUDA_VISIBLE_DEVICES takes them (`0`, `1`, a UUID): each once, no
+    spaces or commas; ProjectError with one line otherwise."""
+    names = tuple(str(d) for d in schema.check_items(items, (str, int), where))
+    bad = [d for d in names if not re.fullmatch(r"[A-Za-z0-9_.:-]{1,100}", d)]
+    if bad or len(set(names)) != len(names):
+        why = f"{bad[0]!r} is not a device name" if bad else "a device is named twice"
+        raise ProjectError(f"{where}: {why} (give them as 0,1 or their UUIDs)")
+    return names
 
 
 def check_ready_path(ready: str) -> None:

@@ -64,7 +64,7 @@ class Bisector:
     log_dir: Path
     rounds: int = 3
     max_rounds: int = 7
-    ready_timeout_s: float = 180.0
+    ready_timeout_s: float | None = None  # None: the arm's own (its project file's)
     command: str = ""
     progress: Callable[[str], Progress] = lambda label: Progress()  # noqa: E731
     announce: Callable[[Step, list[str]], None] = lambda step, metrics: None  # noqa: E731

@@ -20,7 +20,9 @@ from harness.cli.options import (
     COSTS,
     api_key_option,
     arm_context,
+    budget_option,
     check_rounds,
+    devices_option,
     dry_run_option,
     harness_command,
     print_plan,
@@ -47,7 +49,15 @@ from harness.results.errors import ComparisonError
 from harness.results.metrics import Method
 from harness.results.verdicts import exit_meaning, is_simulated
 from harness.runs.ab import ABRunner, ab_result
-from harness.runs.plan import default_refs, label_arms, plan_arm, together, unsampled_memory
+from harness.runs.budget import Budget
+from harness.runs.plan import (
+    default_refs,
+    label_arms,
+    placed_devices,
+    plan_arm,
+    together,
+    unsampled_memory,
+)
 from harness.sim.gate import compare_simulated
 from harness.sim.simulated_run import described, sim_run
 from harness.sim.workload import SimError
@@ -190,6 +200,8 @@ def ab_ending(result: dict, out_dir: Path, interrupted: bool = False) -> Ending:
 @api_key_option
 @dry_run_option
 @residency_option
+@devices_option
+@budget_option
 @report_options
 def ab(
     base_ref,
@@ -205,6 +217,8 @@ def ab(
     api_key,
     dry_run,
     residency,
+    devices,
+    budget_minutes,
     out_dir,
     ready_timeout,
     quiet,
@@ -248,10 +262,12 @@ def ab(
         if null_arm:
             plans["null"] = plan_arm("null", sides["base"], ctx)
         label_arms(plans, sides)
+        devices = placed_devices(devices, ctx.project, plans)
+        budget_minutes = budget_minutes or (ctx.project.budget_minutes if ctx.project else None)
     except (SuiteError, ArmError, RefError, ProjectError, OutputError) as e:
         raise input_error(e) from None
     if dry_run:
-        print_plan(plans, residency, rounds=True)
+        print_plan(plans, residency, rounds=True, devices=devices)
         return
     if sim_costs is not None:
         simulated_ab(suite, plans, sim_costs, null_arm, out_dir, summary_file)
@@ -269,6 +285,8 @@ def ab(
         ready_timeout,
         progress=lambda label: LiveProgress(console, label, disabled=quiet),
         start_together=together(plans, residency),
+        devices=devices,
+        budget=Budget.from_start(budget_minutes) if budget_minutes else None,
         notes=notes,
     )
     command = harness_command()

@@ -147,9 +147,9 @@ def main() -> None:
 @click.option(
     "--ready-timeout",
     type=SECONDS,
-    default=120.0,
-    show_default=True,
-    help="Seconds to wait for the server to answer /health.",
+    default=None,
+    help="Seconds to wait for the server to answer /health [default: the project file's "
+    "ready_timeout, else 180].",
 )
 @click.option("--quiet", is_flag=True, help="No live progress display.")
 @workload_options
@@ -211,7 +211,7 @@ def run(
             release(out)  # the name claimed, if no run was written to it
 
 
-def _run(suite, plan, out: Path, repeat: int, ready_timeout: float, quiet: bool) -> None:
+def _run(suite, plan, out: Path, repeat: int, ready_timeout: float | None, quiet: bool) -> None:
     arm = plan.arm
     console = Console(stderr=True)
     runs = []

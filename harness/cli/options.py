@@ -65,9 +65,9 @@ def report_options(command: Callable) -> Callable:
             click.option(
                 "--ready-timeout",
                 type=SECONDS,
-                default=180.0,
-                show_default=True,
-                help="Seconds to wait for each cold server to answer /health.",
+                default=None,
+                help="Seconds to wait for each cold server to answer /health [default: the "
+                "project file's ready_timeout, else 180].",
             ),
             click.option("--quiet", is_flag=True, help="No live progress display."),
             click.option(
@@ -164,6 +164,31 @@ def residency_option(command: Callable) -> Callable:
     )(command)
 
 
+def budget_option(command: Callable) -> Callable:
+    return click.option(
+        "--budget-minutes",
+        type=Finite(0, 7 * 24 * 60, "number of minutes > 0"),
+        default=None,
+        help="The job's time, counted from the harness's start (builds included): rounds are "
+        "planned to end inside it, and when it ends before the gate decides, the verdict is "
+        "INCONCLUSIVE with the smallest change the rounds could resolve. [default: "
+        "servegate.toml's [gate] budget_minutes, else none]",
+    )(command)
+
+
+def devices_option(command: Callable) -> Callable:
+    return click.option(
+        "--devices",
+        default=None,
+        metavar="0,1",
+        help="Devices the arms run on ({device} in the serve command, and CUDA_VISIBLE_DEVICES "
+        "or the project file's device_env). Two or more: a round's arms run at once, one per "
+        "device, and swap devices every round so a faster device favours neither; the gate "
+        "judges whole device cycles. One: every arm there, one at a time. [default: "
+        "servegate.toml's [server] devices, else none]",
+    )(command)
+
+
 def side_options(command: Callable) -> Callable:
     """--base-cmd/--head-cmd, --*-url, --*-pid, --*-env, --*-flags: how each arm differs."""
     for arm in ("head", "base"):
@@ -212,7 +237,10 @@ def dry_run_option(command: Callable) -> Callable:
 
 
 def print_plan(
-    plans: dict[str, ArmPlan], residency: str | None = None, rounds: bool = False
+    plans: dict[str, ArmPlan],
+    residency: str | None = None,
+    rounds: bool = False,
+    devices: tuple[str, ...] = (),
 ) -> None:
     """One line per arm, then for rounds of several servers (ab) how many are up at once: what
     --dry-run promises (scripts may read it)."""
@@ -227,7 +255,15 @@ def print_plan(
         )
         click.echo(terminal(line))
     if rounds:
-        click.echo(f"servers: {'together' if together(plans, residency) else 'one-at-a-time'}")
+        click.echo(f"servers: {servers_line(plans, residency, devices)}")
+
+
+def servers_line(plans: dict[str, ArmPlan], residency: str | None, devices: tuple) -> str:
+    """How a round's servers run: `one-at-a-time`, `together`, or at once on devices."""
+    if len(devices) > 1:
+        return f"at once, one per device ({','.join(devices)}), swapping every round"
+    how = "together" if together(plans, residency) else "one-at-a-time"
+    return how + (f" on device {devices[0]}" if devices else "")
 
 
 def arm_context(

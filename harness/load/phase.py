@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from harness.load.counters import MetricsEndpoint, Snapshot, deltas
+from harness.load.gauges import GaugeWatch
 from harness.load.load import LoadDriver, frozen_gc
 from harness.load.memory_peaks import MemoryEndpoint, read_hwm, reset_hwm
 from harness.load.memory_timeline import Sampler
@@ -47,6 +48,7 @@ class Probes:
     sampler: Sampler | None
     strict: bool  # fail, rather than skip, expectations on series the server does not export
     server_exited: Callable[[], bool] = lambda: False
+    gauges: GaugeWatch | None = None  # the project file's device-memory gauges on /metrics
 
 
 @dataclass(slots=True)
@@ -85,12 +87,19 @@ async def run_phase(
         hwm_reset = reset_hwm(tree)
     progress.phase_started(phase.name, phase.total_requests)
     watchdog = asyncio.create_task(_watch(probes))
+    gauges = probes.gauges if measured else None
+    if gauges:
+        gauges.reset()
+        gauges.take(before)
+    watching = asyncio.create_task(gauges.watch()) if gauges else None
     try:
         with frozen_gc():
             start = sampler.mark(phase.name) if sampler else probes.driver.now()
             records = await probes.driver.run_phase(phase, prompts, progress.request_done)
     finally:
         watchdog.cancel()
+        if watching:
+            watching.cancel()
     end = probes.driver.now()
     result = PhaseResult(phase.name, records, (start, end))
     if not measured:
@@ -99,8 +108,10 @@ async def run_phase(
         sampled = sampler.timeline.window_max(start, end) if sampler else None
         result.memory = {"peak_rss_bytes": None, "peak_rss_sampled_bytes": sampled}
         return result
-    result.memory = await _memory(probes, tree, hwm_reset, start, end)
     after = await probes.metrics.scrape()
+    if gauges:
+        gauges.take(after)
+    result.memory = await _memory(probes, tree, hwm_reset, start, end)
     result.counters = deltas(before, after) if before.ok and after.ok else {}
     ctx = ExpectContext(result.counters, after.names, probes.strict, before.ok and after.ok)
     result.expect = evaluate(list(phase.expect), ctx)
@@ -125,7 +136,9 @@ async def _memory(probes: Probes, tree: list, hwm_reset: bool, start: float, end
     if exact is None and sampled is not None:
         exact, source = sampled, "sampled (no exact peak on this platform)"
     device, device_source = None, None
-    if server and server.device_peak_bytes is not None:
+    if probes.gauges and probes.gauges.peak is not None:  # what the project file chose
+        device, device_source = int(probes.gauges.peak), probes.gauges.source
+    elif server and server.device_peak_bytes is not None:
         device, device_source = server.device_peak_bytes, "server /v1/memory"
     elif probes.sampler and probes.sampler.timeline.gpu:
         device, device_source = probes.sampler.timeline.window_max(start, end, "gpu"), "nvml"

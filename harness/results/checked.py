@@ -189,6 +189,7 @@ COMPARISON = {
     "!invalid": List("str"), "!warnings": List("str"), "noise": List(METRIC),
     "ungated": List(METRIC),
     "schedule": Opt({"looks": List("rounds"), "alpha": "num"}), "fingerprint": Opt("str"),
+    "block": Opt("rounds"),
 }  # fmt: skip
 ARM = {
     "!label": "str", "!ref": Opt("str"), "commit": Opt("str"), "!cmd": Opt("words"),

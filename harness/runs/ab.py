@@ -6,14 +6,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.arms.launcher import LaunchError, reopen, stop_all
 from harness.load.phase import Progress
 from harness.results.store import schema
-from harness.results.verdicts import EXIT_CODES, INVALID
+from harness.results.verdicts import EXIT_CODES, INVALID, Verdict
+from harness.runs.budget import Budget, budget_note
 from harness.runs.cold import Measured, measure_cold, server_log
 from harness.runs.measure import Started, start_arm
 from harness.runs.plan import ArmPlan
@@ -37,6 +38,15 @@ def order(round_index: int, names: list[str]) -> list[str]:
     return names[k:] + names[:k]
 
 
+def placement(round_index: int, names: list[str], devices: tuple[str, ...]) -> dict[str, str]:
+    """The device each arm runs on in a round: one device holds them all (one at a time); with
+    several, each arm its own, shifted by one every round, so that over len(devices) rounds
+    every arm ran once on every device and a faster device favours none."""
+    if len(devices) < 2:
+        return dict.fromkeys(names, devices[0]) if devices else {}
+    return {n: devices[(j + round_index) % len(devices)] for j, n in enumerate(names)}
+
+
 @dataclass
 class ABRunner:
     suite: Suite
@@ -44,18 +54,27 @@ class ABRunner:
     log_dir: Path
     rounds_wanted: int = 3
     max_rounds: int = 9
-    ready_timeout_s: float = 120.0
+    ready_timeout_s: float | None = None  # None: the arm's own (its project file's)
     progress: Callable[[str], Progress] = lambda label: Progress()  # noqa: E731
     more_rounds: Callable[[Comparison], bool] = needs_more_rounds  # on to the next look while true
     measure: Callable[..., Measured] = measure_cold  # one arm, cold, once (a test stubs it)
     start_together: bool = False  # launch a round's arms at once, then measure them in turn
     # (plan.together): by default one at a time, start, measure, stop, then the next
+    devices: tuple[str, ...] = ()  # where arms run; two or more: at once, one device each
+    budget: Budget | None = None  # the job's time: rounds end inside it (runs/budget.py)
     notes: list[str] = field(default_factory=list)  # said with the verdict (what is not gated)
     rounds: list[dict] = field(default_factory=list, init=False)  # as run so far
+    cut_short: bool = field(default=False, init=False)  # the budget took rounds away
+
+    @property
+    def block(self) -> int:
+        """Rounds per device cycle: the unit the gate judges over when arms rotate devices."""
+        return len(self.devices) if len(self.devices) > 1 else 1
 
     @property
     def schedule(self) -> Schedule:
-        return Schedule.plan(self.rounds_wanted, max(self.rounds_wanted, self.max_rounds))
+        wanted, most = self.rounds_wanted, max(self.rounds_wanted, self.max_rounds)
+        return Schedule.plan(wanted, most, block=self.block)
 
     def run(self) -> dict:
         """Rounds up to the first look, then on to the next look while `more_rounds` says a
@@ -63,31 +82,25 @@ class ABRunner:
         an invalid run stops after the round that shows it (the verdict is INVALID whatever
         follows). Each round records its wall time."""
         names = [n for n in ("base", "head", "null") if n in self.plans]
-        self.rounds, crash, target, mismatch = [], None, self.rounds_wanted, None
+        self.rounds, crash, target, mismatch = [], None, self.schedule.looks[0], None
         rounds = self.rounds
         invalid = False
         while len(rounds) < target and crash is None and mismatch is None and not invalid:
+            if self.budget and rounds:
+                target = self._fit(target)
+                if len(rounds) >= target:
+                    break
             i, started = len(rounds), time.monotonic()
             record = {"round": i + 1, "order": order(i, names), "null": None}
             record |= dict.fromkeys(names)  # each filled in as its run completes
             rounds.append(record)
-            # launched in the order measured: no arm is always the first to start
-            record["launch"] = record["order"] if self.start_together else []
-            ready = self._start_round(i + 1, target, record["order"]) if self.start_together else {}
-            try:
-                for name in record["order"]:
-                    label = f"round {i + 1}/{target} {name} ({self.plans[name].desc['label']}) "
-                    record[name], crash = self.measure(
-                        self.suite, self.plans[name], self.log_dir, round_no=i + 1, label=label,
-                        progress=self.progress, ready_timeout_s=self.ready_timeout_s,
-                        started=ready.pop(name, None),
-                    )  # fmt: skip
-                    if crash:
-                        break
-            finally:  # a crash or an interrupt leaves no started server behind
-                for arm_start in ready.values():
-                    if isinstance(arm_start, Started):
-                        arm_start.launcher.stop()
+            placed = self._placed(i, names)
+            record["devices"] = {n: p.arm.device for n, p in placed.items() if p.arm.device}
+            if self.block > 1:  # every arm on its own device, all measured at once
+                record["launch"] = list(names)
+                crash = self._measure_at_once(i + 1, target, placed, record)
+            else:
+                crash = self._measure_in_turn(i + 1, target, placed, record)
             record["wall_s"] = round(time.monotonic() - started, 3)
             mismatch, invalid = workload_mismatch(rounds), has_invalid_run(record, names)
             decided = len(rounds) < target or crash or mismatch or invalid
@@ -95,11 +108,81 @@ class ABRunner:
                 target = self.schedule.next_look(target) or target
         return self.outcome(crash, mismatch)
 
+    def _fit(self, target: int) -> int:
+        """The rounds the budget still holds, at the slowest round so far: fewer than planned
+        shortens the schedule (the last look moves in; a round's length says nothing about
+        the metrics, so the gate's alpha still holds). Whole device cycles only."""
+        done = len(self.rounds)
+        fits = done + self.budget.rounds_that_fit(max(r["wall_s"] for r in self.rounds))
+        fits -= fits % self.block
+        if fits >= min(target, self.max_rounds):
+            return target
+        self.cut_short = True
+        if fits <= done:
+            return done
+        self.max_rounds, self.rounds_wanted = fits, min(self.rounds_wanted, fits)
+        return min(target, self.schedule.looks[-1])
+
+    def _placed(self, i: int, names: list[str]) -> dict[str, ArmPlan]:
+        where = placement(i, names, self.devices)
+        return {
+            n: replace(p, arm=replace(p.arm, device=where[n])) if n in where else p
+            for n, p in self.plans.items()
+        }
+
+    def _measure(self, rnd: int, target: int, plan: ArmPlan, started=None) -> Measured:
+        label = f"round {rnd}/{target} {plan.name} ({plan.desc['label']}) "
+        return self.measure(
+            self.suite, plan, self.log_dir, round_no=rnd, label=label, progress=self.progress,
+            ready_timeout_s=self.ready_timeout_s, started=started,
+        )  # fmt: skip
+
+    def _measure_in_turn(
+        self, rnd: int, target: int, placed: dict[str, ArmPlan], record: dict
+    ) -> dict | None:
+        """The round's arms one after the other in its order; with start_together their
+        servers were all started first. The first crash ends the round."""
+        crash = None
+        # launched in the order measured: no arm is always the first to start
+        record["launch"] = record["order"] if self.start_together else []
+        ready = (
+            self._start_round(rnd, target, placed, record["order"]) if self.start_together else {}
+        )
+        try:
+            for name in record["order"]:
+                record[name], crash = self._measure(
+                    rnd, target, placed[name], ready.pop(name, None)
+                )
+                if crash:
+                    break
+        finally:  # a crash or an interrupt leaves no started server behind
+            for arm_start in ready.values():
+                if isinstance(arm_start, Started):
+                    arm_start.launcher.stop()
+        return crash
+
+    def _measure_at_once(
+        self, rnd: int, target: int, placed: dict[str, ArmPlan], record: dict
+    ) -> dict | None:
+        """Every arm of the round started and measured at the same time, each on its device;
+        the first crash (in the round's order) is the round's."""
+        names = record["order"]
+        results = _at_once({n: lambda n=n: self._measure(rnd, target, placed[n]) for n in names})
+        crash = None
+        for name in names:
+            record[name], own = results[name]
+            crash = crash or own
+        return crash
+
     def outcome(self, crash: dict | None = None, problem: str | None = None) -> dict:
         """The result of the rounds run so far; `problem` (a workload mismatch, an interrupt)
         makes it INVALID while keeping every run."""
         comparison = self._compare(self.rounds, crash, problem)
         comparison.warnings = [*self.notes, *comparison.warnings]
+        if self.cut_short and comparison.verdict == Verdict.INCONCLUSIVE:
+            metrics = comparison.to_dict()["metrics"]
+            note = budget_note(self.budget.minutes, comparison.rounds, metrics)
+            comparison.warnings.insert(0, note)
         return {
             "rounds": self.rounds,
             "crash": crash,
@@ -107,35 +190,24 @@ class ABRunner:
             "comparison": comparison.to_dict(),
         }
 
-    def _start_round(self, rnd: int, target: int, names: list[str]) -> dict:
+    def _start_round(
+        self, rnd: int, target: int, placed: dict[str, ArmPlan], names: list[str]
+    ) -> dict:
         """Every launching arm of the round started at once (their cold starts overlap, so a
         round costs one start, not one per arm): name -> Started, or the LaunchError to report
         when that arm's turn comes. Arms measured at --url are not started."""
-        names = [n for n in names if self.plans[n].arm.launches]
+        names = [n for n in names if placed[n].arm.launches]
         if len(names) < 2:
             return {}
         label = f"round {rnd}/{target} {' + '.join(names)} "
-        pool = ThreadPoolExecutor(len(names))
         with self.progress(label) as bar:
-            futures = {
-                n: pool.submit(
-                    start_arm,
-                    self.plans[n].arm,
-                    server_log(self.log_dir, rnd, n),
-                    self.ready_timeout_s,
-                    bar,
+            starts = {
+                n: lambda n=n: start_arm(
+                    placed[n].arm, server_log(self.log_dir, rnd, n), self.ready_timeout_s, bar
                 )
                 for n in names
             }
-            try:
-                wait(futures.values())
-            except BaseException:  # interrupted: no start still under way may outlive us
-                stop_all()  # kills what started; a start not yet launched is refused
-                pool.shutdown(wait=True)
-                reopen()
-                raise
-        pool.shutdown()
-        return {n: _outcome(f) for n, f in futures.items()}
+            return {n: _outcome(f) for n, f in _at_once(starts, futures=True).items()}
 
     def _compare(
         self, rounds: list[dict], crash: dict | None, problem: str | None = None
@@ -154,12 +226,31 @@ class ABRunner:
                     self.suite.memory_slack_bytes,
                     crash=crash,
                     schedule=self.schedule,
+                    block=self.block,
                 )
         except ComparisonError as e:
             problems = [str(e), *problems]
         # nothing comparable ran, or it must not be compared: the problem is the whole verdict
         n = len(complete)
-        return Comparison(INVALID, EXIT_CODES[INVALID], n, "", [], invalid=problems)
+        return Comparison(
+            INVALID, EXIT_CODES[INVALID], n, "", [], invalid=problems, block=self.block
+        )
+
+
+def _at_once(calls: dict[str, Callable], futures: bool = False) -> dict:
+    """Each call in its own thread, all at once: name -> its result (or its Future). An
+    interrupt stops every server this process started before it is raised."""
+    pool = ThreadPoolExecutor(len(calls))
+    done = {n: pool.submit(call) for n, call in calls.items()}
+    try:
+        wait(done.values())
+    except BaseException:  # interrupted: no start still under way may outlive us
+        stop_all()  # kills what started; a start not yet launched is refused
+        pool.shutdown(wait=True)
+        reopen()
+        raise
+    pool.shutdown()
+    return done if futures else {n: f.result() for n, f in done.items()}
 
 
 def _outcome(future: Future) -> Started | LaunchError:

@@ -29,7 +29,7 @@ def measure_cold(
     round_no: int,
     label: str = "",
     progress: Callable[[str], Progress] = lambda label: Progress(),
-    ready_timeout_s: float = 120.0,
+    ready_timeout_s: float | None = None,
     started: Started | LaunchError | None = None,
 ) -> Measured:
     """(run, crash): the run is None when the server never became ready; the crash names the

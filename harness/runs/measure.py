@@ -17,6 +17,7 @@ import psutil
 from harness.arms.arms import REPO_ROOT, Arm
 from harness.arms.launcher import Launcher, LaunchError, Server, log_tail, wait_ready
 from harness.load.counters import MetricsEndpoint
+from harness.load.gauges import GaugeWatch
 from harness.load.load import LoadDriver, make_session
 from harness.load.memory_peaks import HWM_SUPPORTED, MemoryEndpoint, read_hwm
 from harness.load.memory_timeline import Sampler
@@ -50,7 +51,7 @@ class Started:
 
 
 def start_arm(
-    arm: Arm, log_path: Path, ready_timeout_s: float = 120.0, progress: Progress | None = None
+    arm: Arm, log_path: Path, ready_timeout_s: float | None = None, progress: Progress | None = None
 ) -> Started:
     """Launch `arm` cold and wait until it is ready; LaunchError (nothing left running) if not."""
     t0 = time.perf_counter()
@@ -78,7 +79,7 @@ def run_arm(
     log_path: Path,
     progress: Progress | None = None,
     sample_hz: float = 100.0,
-    ready_timeout_s: float = 120.0,
+    ready_timeout_s: float | None = None,
     started: Started | None = None,
 ) -> dict:
     """Run `suite` once against `arm`, from a cold start (`started`: a server start_arm
@@ -103,7 +104,11 @@ def run_arm(
         if started:
             server = started.server
         else:
-            server = launcher.__enter__() if launcher else _attach(arm, ready_timeout_s)
+            server = (
+                launcher.__enter__()
+                if launcher
+                else _attach(arm, ready_timeout_s or arm.ready_timeout_s)
+            )
         if server.pid is not None:
             sampler = Sampler(server.pid, t0, sample_hz).start()
             if launcher:  # its tree's high-water mark before any phase resets it: loading's
@@ -203,9 +208,11 @@ async def _drive(
         counter = TokenCounter(session, server.url, model)
         extras = {"served_model": model, "tokenizer": await counter.detect()}
         driver = LoadDriver(session, server.url, model, t0)
+        metrics = MetricsEndpoint(session, server.url)
+        gauges = GaugeWatch(metrics, arm.gauges, arm.gauge_scale) if arm.gauges else None
         probes = Probes(
-            driver, MetricsEndpoint(session, server.url), MemoryEndpoint(session, server.url),
-            sampler, arm.strict_counters, exited,
+            driver, metrics, MemoryEndpoint(session, server.url), sampler, arm.strict_counters,
+            exited, gauges,
         )  # fmt: skip
         plan = ([suite.warmup] if suite.warmup else []) + list(suite.phases)
         try:

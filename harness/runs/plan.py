@@ -12,7 +12,7 @@ from pathlib import Path
 
 from harness.arms.arms import Arm, ArmError, command_arm, program, project_arm, url_arm
 from harness.arms.builds import build
-from harness.arms.project import Project
+from harness.arms.project import Project, ProjectError, check_devices
 from harness.arms.worktrees import Checkout, checkout, commit_facts
 from harness.workload.suite import Suite
 
@@ -217,3 +217,25 @@ def together(plans: dict[str, ArmPlan], asked: str | None = None) -> bool:
         return asked == "together"
     launching = [p.arm for p in plans.values() if p.arm.launches]
     return len(launching) > 1 and all(a.residency == "together" for a in launching)
+
+
+def placed_devices(asked: str | None, project: Project | None, plans: dict[str, ArmPlan]) -> tuple:
+    """The devices arms run on: `--devices 0,1` as asked, else the project file's `devices`
+    (only when an arm is served from it), else none (servers start wherever they do). Two or
+    more run a round's arms at once, one each, so there must be one for every launching arm."""
+    try:
+        if asked is not None:
+            devices = check_devices([d.strip() for d in asked.split(",")], "--devices")
+        else:
+            from_project = any(p.checkout is not None for p in plans.values())
+            devices = project.devices if project and from_project else ()
+    except ProjectError as exc:
+        raise ArmError(str(exc)) from None
+    launching = [n for n, p in plans.items() if p.arm.launches]
+    if len(devices) > 1 and len(devices) < len(launching):
+        raise ArmError(
+            f"devices {','.join(devices)}: {len(launching)} arms ({', '.join(launching)}) run "
+            f"at once on devices of their own, so give at least {len(launching)} (or one, "
+            "for one at a time)"
+        )
+    return devices

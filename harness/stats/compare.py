@@ -52,6 +52,7 @@ class Comparison:
     warnings: list[str] = field(default_factory=list)
     schedule: dict | None = None  # the looks and alpha of the sequential rule (sequential.py)
     ungated: list[MetricResult] = field(default_factory=list)  # compared, never judged
+    block: int = 1  # rounds per device cycle: an interval is taken over whole cycles (blocked)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -72,6 +73,17 @@ class Comparison:
         )
 
 
+def blocked(values: list[float], size: int) -> list[float]:
+    """The geometric mean of each whole block of `size` consecutive rounds (a trailing partial
+    block is left out). Rounds that rotate the arms over `size` devices form a block in which
+    each arm ran once on each device, so a device's speed cancels inside it."""
+    if size <= 1:
+        return list(values)
+    whole = len(values) - len(values) % size
+    chunks = [values[i : i + size] for i in range(0, whole, size)]
+    return [math.exp(sum(math.log(v) for v in c) / size) for c in chunks]
+
+
 def compare_metric(
     name: str,
     base: list[float | None],
@@ -81,9 +93,11 @@ def compare_metric(
     *,
     seed: int = 0,
     alpha: float | None = None,
+    block: int = 1,
 ) -> MetricResult:
     """Judge one metric over paired rounds (base[i] and head[i] ran in the same round).
-    With `alpha`, a REGRESSION needs the one-sided (1 - alpha) t-bound past 1, not the 95% CI."""
+    With `alpha`, a REGRESSION needs the one-sided (1 - alpha) t-bound past 1, not the 95% CI.
+    With `block`, an interval metric is judged over blocks of rounds (`blocked`)."""
     entry = metric(name)
     lower, memory = entry.lower_is_better, entry.memory_peak
     result = MetricResult(
@@ -113,6 +127,10 @@ def compare_metric(
         return result
     if min(*base, *head) <= 0:
         result.note = "ratio undefined: non-positive values"
+        return result
+    base, head = blocked(base, block), blocked(head, block)
+    if block > 1 and len(base) < 2:
+        result.note = f"fewer than two whole device cycles of {block} rounds"
         return result
     iv = ratio_interval(base, head, seed=seed)
     result.spread = log_spread(base, head)
@@ -179,6 +197,7 @@ def _metrics(
     slack_bytes: float,
     seed: int,
     schedule: Schedule,
+    block: int = 1,
 ) -> list[MetricResult]:
     paired = [r for r in rounds if r.get("base") is not None and r.get(arm) is not None]
     if not paired:
@@ -188,7 +207,9 @@ def _metrics(
     for name, tol in tolerances.items():
         base = [r["base"]["summary"].get(name) for r in paired]
         other = [r[arm]["summary"].get(name) for r in paired]
-        out.append(compare_metric(name, base, other, tol, slack_bytes, seed=seed, alpha=alpha))
+        out.append(
+            compare_metric(name, base, other, tol, slack_bytes, seed=seed, alpha=alpha, block=block)
+        )
     return out
 
 
@@ -200,7 +221,9 @@ def overall_verdict(metrics: list[MetricResult], invalid: list[str]) -> str:
     return str(Verdict.PASS)
 
 
-def ungated(rounds: list[dict], tolerances: dict[str, float], seed: int) -> list[MetricResult]:
+def ungated(
+    rounds: list[dict], tolerances: dict[str, float], seed: int, block: int = 1
+) -> list[MetricResult]:
     """The interval metrics the suite does not gate, compared over the paired rounds where every
     run measured them (at least two): stored so a report can show what moved, never judged."""
     paired = [r for r in rounds if r.get("base") is not None and r.get("head") is not None]
@@ -209,9 +232,9 @@ def ungated(rounds: list[dict], tolerances: dict[str, float], seed: int) -> list
         if m.name in tolerances or not m.gateable or m.memory_peak:
             continue
         base, head = ([r[a]["summary"].get(m.name) for r in paired] for a in ("base", "head"))
-        if len(base) < 2 or any(v is None or v <= 0 for v in [*base, *head]):
+        if len(base) < 2 * block or any(v is None or v <= 0 for v in [*base, *head]):
             continue
-        result = compare_metric(m.name, base, head, 0.0, seed=seed)
+        result = compare_metric(m.name, base, head, 0.0, seed=seed, block=block)
         result.verdict, result.note = Verdict.NA, "not gated"
         out.append(result)
     return out
@@ -225,12 +248,14 @@ def compare_rounds(
     crash: dict | None = None,
     seed: int = 0,
     schedule: Schedule | None = None,
+    block: int = 1,
 ) -> Comparison:
     """Rounds `[{"round", "order", "base", "head", "null"}]` of run records -> a Comparison.
 
     Every metric in `tolerances` is gated; the null arm, where present, is judged the same way
     against base and reported as the noise floor. A REGRESSION must clear the alpha that
-    `schedule` gives this look (default: one look at these rounds, the whole 1% budget).
+    `schedule` gives this look (default: one look at these rounds, the whole 1% budget);
+    `block` > 1 judges interval metrics over whole device cycles (`blocked`).
     Raises ComparisonError for mixed workloads."""
     if not rounds:
         raise ComparisonError("no rounds to compare")
@@ -247,8 +272,8 @@ def compare_rounds(
     if n == 0 and not invalid:
         raise ComparisonError("no round has both a base and a head run")
     schedule = schedule or Schedule.single(max(n, 1))
-    metrics = _metrics(rounds, "head", tolerances, slack_bytes, seed, schedule)
-    noise = _metrics(rounds, "null", tolerances, slack_bytes, seed, schedule)
+    metrics = _metrics(rounds, "head", tolerances, slack_bytes, seed, schedule, block)
+    noise = _metrics(rounds, "null", tolerances, slack_bytes, seed, schedule, block)
     verdict = overall_verdict(metrics, invalid)
     return Comparison(
         verdict=verdict,
@@ -258,8 +283,9 @@ def compare_rounds(
         metrics=metrics,
         noise=noise,
         invalid=invalid,
-        ungated=ungated(rounds, tolerances, seed),
+        ungated=ungated(rounds, tolerances, seed, block),
         schedule=schedule.to_dict(),
+        block=block,
     )
 
 

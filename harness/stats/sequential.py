@@ -19,11 +19,20 @@ class Schedule:
     alpha: float = GATE_ALPHA
 
     @classmethod
-    def plan(cls, rounds: int, max_rounds: int, alpha: float = GATE_ALPHA) -> Schedule:
-        """Looks at rounds, rounds + 2, ... and always at max_rounds (a single look when equal)."""
+    def plan(
+        cls, rounds: int, max_rounds: int, alpha: float = GATE_ALPHA, block: int = 1
+    ) -> Schedule:
+        """Looks at rounds, rounds + 2, ... and always at max_rounds (a single look when equal).
+        With `block` > 1 (rounds that rotate arms over devices) every look is at whole blocks:
+        the counts are rounded up to a multiple of it and the looks step by it."""
         if rounds < 1 or max_rounds < rounds:
             raise ValueError(f"need 1 <= rounds <= max_rounds, got {rounds} and {max_rounds}")
-        looks = list(range(rounds, max_rounds + 1, LOOK_STEP))
+        if block > 1:
+            rounds, max_rounds = (
+                -(-n // block) * block for n in (max(rounds, 2 * block), max_rounds)
+            )
+            max_rounds = max(rounds, max_rounds)
+        looks = list(range(rounds, max_rounds + 1, block if block > 1 else LOOK_STEP))
         if looks[-1] != max_rounds:
             looks.append(max_rounds)
         return cls(tuple(looks), alpha)

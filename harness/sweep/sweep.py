@@ -129,7 +129,7 @@ class SweepRunner:
     plans: dict[str, ArmPlan]
     log_dir: Path
     rounds: int = 3
-    ready_timeout_s: float = 180.0
+    ready_timeout_s: float | None = None  # None: the arm's own (its project file's)
     progress: Callable[[str], Progress] = lambda label: Progress()  # noqa: E731
     sim: str | None = None  # a cost model: each unit simulated once instead of served
     runs: list[dict] = field(default_factory=list, init=False)  # as run so far

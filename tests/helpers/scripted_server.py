@@ -62,6 +62,17 @@ def args_parser() -> argparse.ArgumentParser:
         default=None,
         help="FILE:a,b,...: the Nth process started with this FILE scales TTFT by the Nth factor",
     )
+    p.add_argument(
+        "--device-bytes",
+        type=float,
+        default=0,
+        help="export scripted:device_memory_bytes on /metrics: this, +1%% per open stream",
+    )
+    p.add_argument(
+        "--device-speeds",
+        default=None,
+        help="a,b,...: scale TTFT and ITL by the factor of the device in CUDA_VISIBLE_DEVICES",
+    )
     p.add_argument("--tag", default="", help="ignored: tells two otherwise equal commands apart")
     p.add_argument("--max-streams", type=int, default=0, help="serve N at once; the rest wait")
     p.add_argument("--api-key", default="", help="401 on every request without this Bearer key")
@@ -120,6 +131,11 @@ class Scripted:
         opts.ttft_ms *= random.uniform(1 - opts.ttft_spread, 1 + opts.ttft_spread)
         if opts.ttft_factors:  # the same noise every time, in the order the processes start
             opts.ttft_ms *= next_factor(*opts.ttft_factors.rsplit(":", 1))
+        if opts.device_speeds:  # a slower device: every step takes longer
+            speeds = [float(x) for x in opts.device_speeds.split(",")]
+            slow = speeds[int(os.environ.get("CUDA_VISIBLE_DEVICES", "0") or 0) % len(speeds)]
+            opts.ttft_ms, opts.itl_ms = opts.ttft_ms * slow, opts.itl_ms * slow
+        self.streams = 0  # open now
         self.started = time.monotonic()
         self.requests = 0
         self.counters = {"ok": 0, "decode": 0, "prefill": 0}
@@ -170,6 +186,11 @@ class Scripted:
             "# TYPE engine_prefill_forwards_total counter\n"
             f'engine_prefill_forwards_total{{path="single"}} {c["prefill"]}\n'
         )
+        if self.o.device_bytes:  # as vLLM names its gauges: a colon in the name
+            used = self.o.device_bytes * (1 + 0.01 * self.streams)
+            text += (
+                f"# TYPE scripted:device_memory_bytes gauge\nscripted:device_memory_bytes {used}\n"
+            )
         return web.Response(text=text, content_type="text/plain")
 
     async def memory(self, request: web.Request) -> web.Response:
@@ -190,6 +211,13 @@ class Scripted:
         if self.o.fail_every and n % self.o.fail_every == 0:
             err = {"error": {"message": self.o.error_message, "type": "server_error"}}
             return web.json_response(err, status=500)
+        self.streams += 1
+        try:
+            return await self.stream(request, body, n, rid, arrived)
+        finally:
+            self.streams -= 1
+
+    async def stream(self, request: web.Request, body: dict, n: int, rid: str, arrived: float):
         chat = request.path.endswith("/chat/completions")
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
@@ -251,6 +279,18 @@ class Scripted:
         del block
 
 
+async def say_loading(app: web.Application, load_ms: float) -> None:
+    async def say() -> None:
+        for second in range(int(load_ms // 1000)):
+            print(
+                f"loading: capturing CUDA graphs ({second + 1}/{int(load_ms // 1000)} s)",
+                flush=True,
+            )
+            await asyncio.sleep(1)
+
+    app["loading"] = asyncio.get_running_loop().create_task(say())
+
+
 def limited(handler, streams: int):
     """At most `streams` requests inside `handler` at once; the others wait their turn."""
     slots = asyncio.Semaphore(streams)
@@ -308,6 +348,8 @@ def main() -> None:
     app.router.add_post("/v1/chat/completions", complete)
     if opts.banner:
         print(opts.banner, flush=True)
+    if opts.load_ms:  # what a GPU server says while it loads: a line every second
+        app.on_startup.append(lambda app: say_loading(app, opts.load_ms))
     print(f"scripted server on port {opts.port}", flush=True)
     # a stream held open (an endless one, a first token minutes away) does not hold up a TERM
     # past the launcher's grace: every such run would wait it out

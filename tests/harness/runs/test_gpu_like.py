@@ -1,0 +1,90 @@
+"""Servers as teams run them on GPUs, stood in for by a scripted server in a throwaway
+repository (tests/helpers/gpu_repo.py): one server per device, a slow start, device memory as a
+Prometheus gauge named in servegate.toml, a device 20% slower than the other. What is asserted
+is what the scripted server makes certain: its gauge, its TTFT and ITL, its device speeds."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from harness.stats.compare import compare_rounds
+
+from helpers.cli import harness
+from helpers.gpu_repo import GpuRepo
+
+
+def ab(repo: GpuRepo, tmp_path, *args: str):
+    out = tmp_path / "out"
+    r = harness("ab", "--quiet", "--suite", "suite.toml", "--out-dir", str(out), *args,
+                cwd=repo.path, cache=tmp_path / "cache")  # fmt: skip
+    saved = [p for p in out.glob("*.json") if not p.name.endswith(".summary.json")]
+    return r, (json.loads(saved[0].read_text()) if saved else None)
+
+
+def test_device_memory_gauge_and_a_trade_off_are_regressions_named(tmp_path):
+    repo = GpuRepo(tmp_path, start_ms=1000)
+    base = repo.git("rev-parse", "HEAD")
+    repo.commit("bigger pool, earlier first token, slower tokens", device_bytes="1.3e9",
+                ttft_ms="24", itl_ms="26")  # fmt: skip
+    r, result = ab(repo, tmp_path, "--base", base, "--head", "HEAD", "--rounds", "3",
+                   "--max-rounds", "3")  # fmt: skip
+    assert r.returncode == 1, r.stdout + r.stderr
+    verdicts = {m["name"]: m["verdict"] for m in result["comparison"]["metrics"]}
+    assert verdicts["peak_device_bytes"] == "REGRESSION"
+    assert verdicts["tpot_ms"] == "REGRESSION"
+    assert verdicts["ttft_p50_ms"] == "IMPROVEMENT"
+    device = next(m for m in result["comparison"]["metrics"] if m["name"] == "peak_device_bytes")
+    assert device["base_value"] == 1e9 * 1.04 and device["head_value"] == 1.3e9 * 1.04  # 4 streams
+    sources = {
+        p["memory"]["peak_device_source"]
+        for rnd in result["rounds"]
+        for arm in ("base", "head")
+        for p in rnd[arm]["phases"].values()
+    }
+    assert sources == {"server /metrics: scripted:device_memory_bytes"}
+    assert "peak_device_bytes" in r.stdout and "tpot_ms" in r.stdout
+    # one at a time, the project file's default: never two servers on the device at once
+    assert all(rnd["launch"] == [] for rnd in result["rounds"])
+
+
+def test_two_devices_rotate_so_a_slower_one_favours_neither_arm(tmp_path):
+    repo = GpuRepo(tmp_path, start_ms=300)
+    r, result = ab(repo, tmp_path, "--base", "HEAD", "--head", "HEAD", "--devices", "0,1",
+                   "--rounds", "8", "--max-rounds", "8")  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert result["comparison"]["block"] == 2
+    rounds = result["rounds"]
+    assert [rnd["devices"] for rnd in rounds] == [
+        {"base": "0", "head": "1"}, {"base": "1", "head": "0"}] * 4  # fmt: skip
+    assert [rnd["launch"] for rnd in rounds] == [["base", "head"]] * 8  # at once, one each
+    for rnd in rounds:  # each run records where it ran
+        assert rnd["base"]["arm"]["device"] == rnd["devices"]["base"]
+    ratios = [rnd["head"]["summary"]["tpot_ms"] / rnd["base"]["summary"]["tpot_ms"]
+              for rnd in rounds]  # fmt: skip
+    assert [x > 1.1 for x in ratios] == [True, False] * 4, ratios  # device 1: 1.2x slower
+    assert [x < 1 / 1.1 for x in ratios] == [False, True] * 4, ratios
+    assert result["comparison"]["verdict"] == "PASS"
+    # the same rounds taken one by one, as if the devices had not cancelled: not a PASS
+    gate = result["gate"]
+    unblocked = compare_rounds(rounds, gate, result["memory_slack_bytes"])
+    tpot = next(m for m in unblocked.metrics if m.name == "tpot_ms")
+    assert tpot.verdict != "PASS" and math.log(tpot.ci_high) > math.log(1.1)
+
+
+def test_a_budget_shortens_the_rounds_and_says_what_they_could_resolve(tmp_path):
+    repo = GpuRepo(tmp_path, start_ms=2000)
+    base = repo.git("rev-parse", "HEAD")
+    # head's first token: 40 ms, then 52, then 40, ...: undecided at any round count
+    repo.commit("noisy first token", ttft_factors=f"{tmp_path / 'factors'}:1.0,1.3")
+    r, result = ab(repo, tmp_path, "--base", base, "--head", "HEAD", "--rounds", "3",
+                   "--max-rounds", "9", "--budget-minutes", "0.4")  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    comparison = result["comparison"]
+    assert comparison["verdict"] == "INCONCLUSIVE"
+    n = len(result["rounds"])
+    note = comparison["warnings"][0]
+    assert note.startswith(f"the budget of 0.4 min ended after {n} round(s), before the gate")
+    assert "the smallest change they resolve: ttft_p50_ms +" in note
+    assert n < 9 and n * 2 * 2.0 < 0.4 * 60  # fewer rounds than planned; each start is 2 s
+    assert note in r.stdout.replace("\n", " ") or "budget of 0.4 min" in r.stdout

@@ -1,0 +1,113 @@
+"""Where arms run and how long a job may take: the rules as pure functions (device rotation,
+blocks of rounds, looks at whole blocks, the budget's arithmetic and its note) and the project
+file's keys for them, each checked."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+
+from harness.arms.arms import ArmError, make_arm
+from harness.arms.project import ProjectError, parse_project
+from harness.load.counters import parse_metrics
+from harness.load.gauges import GaugeWatch, gauge_total
+from harness.runs.ab import placement
+from harness.runs.budget import Budget, budget_note
+from harness.runs.plan import ArmPlan, placed_devices
+from harness.stats.compare import blocked, compare_metric
+from harness.stats.sequential import Schedule
+from harness.workload.schema import SchemaError
+
+
+def test_two_devices_swap_every_round_one_holds_all():
+    names = ["base", "head"]
+    first, second = {"base": "0", "head": "1"}, {"base": "1", "head": "0"}
+    assert [placement(i, names, ("0", "1")) for i in range(3)] == [first, second, first]
+    assert placement(5, names, ("7",)) == {"base": "7", "head": "7"}
+    assert placement(0, names, ()) == {}
+    three = [placement(i, names, ("a", "b", "c"))["base"] for i in range(3)]
+    assert sorted(three) == ["a", "b", "c"]  # every arm visits every device once per cycle
+
+
+def test_a_block_cancels_a_device_speed():
+    base = [10.0, 12.0, 10.0, 12.0, 11.0]  # base on the fast device, then the slow, ...
+    head = [12.0, 10.0, 12.0, 10.0]
+    assert blocked(head, 2) == pytest.approx([math.sqrt(120)] * 2)
+    assert blocked(base, 2) == blocked(base[:4], 2)  # a partial block is left out
+    assert blocked(base, 1) == base
+    m = compare_metric("tpot_ms", base[:4], head, 0.1, alpha=0.01, block=2)
+    assert m.ratio == pytest.approx(1.0) and m.verdict == "PASS"
+    unblocked = compare_metric("tpot_ms", base[:4], head, 0.1, alpha=0.01)
+    assert unblocked.verdict == "INCONCLUSIVE"
+
+
+def test_looks_fall_on_whole_blocks():
+    assert Schedule.plan(3, 9, block=2).looks == (4, 6, 8, 10)
+    assert Schedule.plan(3, 9).looks == (3, 5, 7, 9)
+    assert Schedule.plan(1, 3, block=3).looks == (6,)  # two whole cycles at the least
+
+
+def test_the_budget_fits_rounds_and_says_what_they_could_resolve():
+    budget = Budget(3, time.monotonic() + 100)
+    assert budget.rounds_that_fit(30) == 3
+    assert Budget(3, time.monotonic() - 1).rounds_that_fit(30) == 0
+    metrics = [
+        {"name": "tpot_ms", "verdict": "INCONCLUSIVE", "detectable": 1.234, "mde": 1.3},
+        {"name": "ttft_p50_ms", "verdict": "PASS", "detectable": 1.05},
+    ]
+    assert budget_note(3, 4, metrics) == (
+        "the budget of 3 min ended after 4 round(s), before the gate decided; the smallest "
+        "change they resolve: tpot_ms +23.4% (more minutes or a quieter machine resolve "
+        "smaller changes)"
+    )
+
+
+def test_gauges_sum_their_series_and_keep_the_peak():
+    text = 'vllm:kv_bytes{gpu="0"} 10\nvllm:kv_bytes{gpu="1"} 5\nother 99\n'
+    assert gauge_total(parse_metrics(text), ("vllm:kv_bytes",)) == 15
+    assert gauge_total(parse_metrics("other 1\n"), ("vllm:kv_bytes",)) is None
+    watch = GaugeWatch(None, ("vllm:kv_bytes",), scale=2.0)
+    for value in (3, 7, 4):
+        watch.take(parse_metrics(f"vllm:kv_bytes {value}\n"))
+    assert watch.peak == 14 and watch.source == "server /metrics: vllm:kv_bytes x 2 bytes"
+
+
+SERVE = {"serve": "srv --port {port} --gpu {device}"}
+
+
+def test_the_project_file_places_and_times_its_server(tmp_path):
+    path = tmp_path / "servegate.toml"
+    p = parse_project({"server": SERVE | {"devices": [0, "1"], "ready_timeout": 600,
+                       "device_memory": {"gauges": ["sglang:mem"], "scale": 1e9}},
+                       "gate": {"budget_minutes": 25}}, path)  # fmt: skip
+    assert (p.devices, p.ready_timeout, p.gauges, p.gauge_scale) == (
+        ("0", "1"), 600.0, ("sglang:mem",), 1e9)  # fmt: skip
+    assert (p.device_env, p.budget_minutes) == ("CUDA_VISIBLE_DEVICES", 25)
+    for bad, message in (
+        ({"devices": ["0", "0"]}, "a device is named twice"),
+        ({"devices": ["0 1"]}, "'0 1' is not a device name"),
+        ({"ready_timeout": 0}, "ready_timeout must be seconds"),
+        ({"device_env": "A B"}, "is not a variable name"),
+        ({"device_memory": {"gauge": ["x"]}}, "gauge"),
+    ):
+        with pytest.raises((ProjectError, SchemaError), match=message):
+            parse_project({"server": SERVE | bad}, path)
+
+
+def test_an_arm_on_a_device_sees_it_in_its_command_and_environment():
+    arm = make_arm("m", serve_cmd="srv --port {port} --gpu {device}")
+    assert arm.command(1)[-1] == "0" and arm.environment == {}
+    placed = arm.__class__(**{**{f: getattr(arm, f) for f in arm.__slots__}, "device": "3"})
+    assert placed.command(1)[-1] == "3" and placed.environment == {"CUDA_VISIBLE_DEVICES": "3"}
+
+
+def test_devices_must_cover_the_arms_that_run_at_once():
+    arm = make_arm("m", serve_cmd="srv {port}")
+    plans = {n: ArmPlan(n, arm, {"label": n}) for n in ("base", "head", "null")}
+    assert placed_devices("0", None, plans) == ("0",)
+    with pytest.raises(ArmError, match="3 arms .* give at least 3"):
+        placed_devices("0,1", None, plans)
+    with pytest.raises(ArmError, match="named twice"):
+        placed_devices("0,0", None, plans)
