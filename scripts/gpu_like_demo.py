@@ -48,7 +48,9 @@ def ab(repo: GpuRepo, work: Path, name: str, *args: str) -> dict:
     wall = time.monotonic() - t0
     saved = [p for p in out.glob("*.json") if not p.name.endswith(".summary.json")]
     result = json.loads(saved[0].read_text()) if saved else {}
-    verdict = [line for line in r.stdout.splitlines() if "verdict" in line.lower()]
+    lines = [line.strip() for line in r.stdout.splitlines()]
+    verdict = [line for line in lines if line.lower().startswith("verdict:")]
+    named = [line for line in lines if line.startswith(("REGRESSION", "IMPROVEMENT", "INCONC"))]
     rounds = result.get("rounds", [])
     ratios = [
         round(x["head"]["summary"]["tpot_ms"] / x["base"]["summary"]["tpot_ms"], 3)
@@ -61,7 +63,8 @@ def ab(repo: GpuRepo, work: Path, name: str, *args: str) -> dict:
         "exit_code": r.returncode,
         "wall_s": round(wall, 1),
         "verdict": (result.get("comparison") or {}).get("verdict"),
-        "verdict_line": verdict[0].strip() if verdict else "",
+        "verdict_line": verdict[0] if verdict else "",
+        "named": named,
         "warnings": (result.get("comparison") or {}).get("warnings", []),
         "invalid": (result.get("comparison") or {}).get("invalid", []),
         "rounds": len(rounds),
@@ -76,6 +79,33 @@ def env(work: Path) -> dict:
     import os
 
     return dict(os.environ, SERVEGATE_CACHE=str(work / "cache"))
+
+
+def readme(summary: dict) -> str:
+    """The table a reader looks at: one row per scenario, its exit code and what it named."""
+    lines = [
+        f"# The gate on a GPU-like server ({summary['date']})",
+        "",
+        f"Machine: {summary['machine']}; no GPU: the scripted server of tests/helpers/gpu_repo.py "
+        f"stands in (exclusive device lock, {summary['start_s']:g} s start except where the "
+        "table says, device memory as a /metrics gauge, device 1 20% slower). Made by "
+        "`python scripts/gpu_like_demo.py`; every A/B's report is beside this file.",
+        "",
+        "| scenario | start | command | exit | wall | verdict | named |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in summary["runs"]:
+        cmd = r["command"].replace("|", "\\|")
+        named = "; ".join(r["named"] + r["invalid"][:1]).replace("|", "\\|")
+        lines.append(
+            f"| {r['name']} | {r['start_s']:g} s | `{cmd}` | {r['exit_code']} "
+            f"| {r['wall_s']:.0f} s | {r['verdict']} | {named} |"
+        )
+    lines += ["", "TPOT head/base per round (rotation and its absence):", ""]
+    for r in summary["runs"]:
+        if r["name"].startswith("aa-"):
+            lines.append(f"- {r['name']}: {r['tpot_ratio_per_round']} on {r['devices'][:2]}")
+    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
@@ -139,6 +169,7 @@ def main() -> None:
             shutil.copy2(report, out / f"{row['name']}.md")
     summary = {"date": str(date.today()), "machine": cpu(), "start_s": o.start, "runs": rows}
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    (out / "README.md").write_text(readme(summary))
     print(f"wrote {out}/summary.json")
 
 

@@ -28,7 +28,7 @@ from harness.report.ab_report import to_plain
 from harness.results.errors import ComparisonError
 from harness.results.verdicts import INVALID
 from harness.runs.ab import ABRunner, ab_result
-from harness.runs.plan import Context, Side, plan_arm, together
+from harness.runs.plan import Context, Side, placed_devices, plan_arm, together
 from harness.stats.compare import Comparison
 from harness.workload.suite import Suite
 
@@ -69,6 +69,7 @@ class Bisector:
     progress: Callable[[str], Progress] = lambda label: Progress()  # noqa: E731
     announce: Callable[[Step, list[str]], None] = lambda step, metrics: None  # noqa: E731
     residency: str | None = None  # --residency; else the project file's (plan.together)
+    devices: str | None = None  # --devices; else the project file's (plan.placed_devices)
     steps: list[Step] = field(default_factory=list, init=False)  # as measured so far
     metrics: list[str] = field(default_factory=list, init=False)  # followed, once confirmed
 
@@ -92,6 +93,7 @@ class Bisector:
             progress=self.progress,
             more_rounds=more,
             start_together=together(plans, self.residency),
+            devices=placed_devices(self.devices, self.ctx.project, plans),
         )
         try:
             outcome = runner.run()

@@ -22,6 +22,7 @@ from harness.cli.finish import Ending, finish, interrupted
 from harness.cli.options import (
     api_key_option,
     check_rounds,
+    devices_option,
     dry_run_option,
     harness_command,
     report_options,
@@ -31,7 +32,7 @@ from harness.cli.outputs import OutputError, checked_summary, fresh_dir
 from harness.escape import terminal
 from harness.report.display import LiveProgress
 from harness.report.summary import bisect_summary
-from harness.runs.plan import Context
+from harness.runs.plan import Context, placed_devices
 from harness.workload.suite import SuiteError, load_suite
 
 
@@ -109,6 +110,7 @@ def print_path(console: Console, data: dict) -> None:
 @api_key_option
 @dry_run_option
 @residency_option
+@devices_option
 @report_options
 def bisect(
     good_ref,
@@ -123,6 +125,7 @@ def bisect(
     api_key,
     dry_run,
     residency,
+    devices,
     out_dir,
     ready_timeout,
     quiet,
@@ -152,9 +155,10 @@ def bisect(
         good = commit_info(repo, good_ref)
         project = find_project(repo)
         project.variant(isolated)  # no [server.isolated] for --isolated: said now
+        placed_devices(devices, project, {})  # a malformed --devices: said now
         if summary_file:
             checked_summary(summary_file)
-    except (SuiteError, RefError, ProjectError, OutputError) as e:
+    except (SuiteError, RefError, ProjectError, OutputError, ArmError) as e:
         raise input_error(e) from None
     if unknown := [m for m in metrics if m not in suite.gate]:
         gated = ", ".join(suite.gate)
@@ -194,6 +198,7 @@ def bisect(
         progress=lambda label: LiveProgress(console, label, disabled=quiet),
         announce=announce,
         residency=residency,
+        devices=devices,
     )
     console.print(f"bisect: {len(commits)} first-parent commit(s) after {good.short}", markup=False)
     try:

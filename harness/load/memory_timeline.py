@@ -24,6 +24,7 @@ class Timeline:
     t: list[float] = field(default_factory=list)
     rss: list[int] = field(default_factory=list)
     gpu: list[int] = field(default_factory=list)  # empty unless NVML is available
+    gpu_devices: list[list[int]] = field(default_factory=list)  # the same, per device
     marks: list[tuple[float, str]] = field(default_factory=list)
 
     def window_max(self, start: float, end: float, series: str = "rss") -> int | None:
@@ -36,6 +37,14 @@ class Timeline:
         if self.gpu:
             out["gpu"] = self.gpu
         return out
+
+    def device_peaks(self) -> dict | None:
+        """The server's device memory over its whole life (load included): the peak of the sum
+        over devices, and each device's own peak. None without NVML."""
+        if not self.gpu:
+            return None
+        per = [max(col) for col in zip(*self.gpu_devices, strict=False)] if self.gpu_devices else []
+        return {"peak_bytes": max(self.gpu), "per_device_peak_bytes": per, "source": "nvml"}
 
     def achieved(self) -> dict:
         """The rate the samples came at, and the longest gap between two of them."""
@@ -130,3 +139,5 @@ class Sampler:
         tl.rss.append(int(fields[1]))
         if len(fields) > 2:
             tl.gpu.append(int(fields[2]))
+        if len(fields) > 3:
+            tl.gpu_devices.append([int(x) for x in fields[3].split(",")])

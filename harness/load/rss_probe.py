@@ -1,6 +1,7 @@
 """The sampling loop of harness/load/memory_timeline.py, run as its own process (`python -m
 harness.load.rss_probe PID HZ FILE`) so that the harness's busy event loop cannot delay it through
-the GIL: each tick appends `time rss [gpu]` (perf_counter seconds, bytes) to FILE, and each
+the GIL: each tick appends `time rss [gpu per-device]` (perf_counter seconds, bytes; the GPU figures
+through NVML, summed over the tree, in all and per device as `d0,d1`) to FILE, and each
 process that joins the server's tree a `+ pid create_time` line. It stops when its parent or
 the server is gone, or on SIGTERM."""
 
@@ -34,15 +35,16 @@ class Nvml:
         except Exception:  # not installed, no driver, no device: GPU sampling is skipped
             return None
 
-    def used_by(self, pids: set[int]) -> int:
-        total = 0
+    def used_by(self, pids: set[int]) -> list[int]:
+        """Bytes the processes `pids` hold on each device (0 where they hold none)."""
+        used = []
         for handle in self.handles:
             try:
                 procs = self.nvml.nvmlDeviceGetComputeRunningProcesses(handle)
             except Exception:
-                continue
-            total += sum(p.usedGpuMemory or 0 for p in procs if p.pid in pids)
-        return total
+                procs = []
+            used.append(sum(p.usedGpuMemory or 0 for p in procs if p.pid in pids))
+        return used
 
 
 def probe(pid: int, hz: float, path: str) -> None:
@@ -67,13 +69,18 @@ def probe(pid: int, hz: float, path: str) -> None:
                 except psutil.Error:
                     del procs[proc.pid]
             if total:
-                gpu = f" {nvml.used_by(set(procs))}" if nvml else ""
+                gpu = sample_gpu(nvml.used_by(set(procs))) if nvml else ""
                 out.write(f"{now:.6f} {total}{gpu}\n")
             deadline += period
             delay = deadline - time.perf_counter()
             if delay < 0:  # fell behind (a loaded machine): resynchronize, do not burst
                 deadline, delay = time.perf_counter(), 0.0
             time.sleep(delay)
+
+
+def sample_gpu(per_device: list[int]) -> str:
+    """` TOTAL D0,D1,...`: the tree's device bytes in all, then per device."""
+    return f" {sum(per_device)} {','.join(map(str, per_device))}"
 
 
 def _refresh(root: psutil.Process, procs: dict[int, psutil.Process], out) -> None:

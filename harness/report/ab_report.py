@@ -117,6 +117,7 @@ def render_markdown(ab: dict, plots: dict[str, str], no_plots: str = "") -> str:
         has_null=bool(comparison.get("noise")),
         key_metrics=tables.KEY_METRICS,
         round_rows=tables.round_rows(ab["rounds"]),
+        memory_sources=tables.memory_sources(ab["rounds"]),
         reproduce_line=reproduce(ab.get("command", ""), arm_shas(ab)),
         plots=plots,
         no_plots=no_plots or "Not drawn: no run completed.",

@@ -171,7 +171,8 @@ def round_rows(rounds: list[dict]) -> list[dict]:
                 {
                     "round": rnd["round"],
                     "position": pos,
-                    "arm": arm,
+                    "arm": arm
+                    + (f" @ device {d}" if (d := (rnd.get("devices") or {}).get(arm)) else ""),
                     "values": [fmt_value(k, summary.get(k)) for k in KEY_METRICS],
                     "valid": "no run" if run is None else ("yes" if run.get("valid") else "NO"),
                 }
@@ -345,3 +346,26 @@ def round_walls(rounds: list[dict]) -> str:
         return "not recorded"
     each = ", ".join(f"{w:.0f}" for w in walls)
     return f"median {median(walls):.0f} s per round ({each}; {sum(walls) / 60:.1f} min in all)"
+
+
+MEMORY_SOURCES = (
+    ("peak_rss_bytes", "peak_rss_source"),
+    ("peak_device_bytes", "peak_device_source"),
+)
+
+
+def memory_sources(rounds: list[dict]) -> list[str]:
+    """Where each memory figure came from, per arm (VmHWM, the server's /v1/memory or its
+    /metrics gauges, NVML): `peak_device_bytes, base: server /metrics: vllm:...`."""
+    out = []
+    for metric, key in MEMORY_SOURCES:
+        for arm in ARM_ORDER:
+            seen = sorted({
+                str(p["memory"][key])
+                for run in _runs(rounds, arm)
+                for p in (run.get("phases") or {}).values()
+                if isinstance(p, dict) and (p.get("memory") or {}).get(key)
+            })  # fmt: skip
+            if seen:
+                out.append(f"{metric}, {arm}: {'; '.join(seen)}")
+    return out

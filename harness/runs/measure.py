@@ -134,6 +134,7 @@ def run_arm(
         "pid": server.pid,
         "startup_s": server.startup_s,
         "startup_peak_rss_bytes": startup_peak,
+        "device_memory_life": timeline.device_peaks() if timeline else None,
         "ready_path": server.ready_path,
         "health": server.health,
         **{k: server.health.get(k) for k in HEALTH_FIELDS},
