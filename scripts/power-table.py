@@ -4,9 +4,12 @@ default schedule catches 4 times in 5 at that noise, and the minutes per round a
 
     .venv/bin/python scripts/power-table.py results/*short-concurrency*.json
     .venv/bin/python scripts/power-table.py --series results/power-runs/quiet.tsv
+    .venv/bin/python scripts/power-table.py --spread itl_p50_ms,tpot_ms results/*.json
 
 With --series, one row per run of a scripts/power-runs.sh TSV: exit code, wall time, verdict,
-rounds, seconds per round and each interval-judged metric's noise per round.
+rounds, seconds per round and each interval-judged metric's noise per round. With --spread, one
+row per A/B result: the noise per round of each named metric, gated or not (every run's
+summary holds them all), and the 95% MDE that noise gives at 5 rounds.
 """
 
 from __future__ import annotations
@@ -19,9 +22,9 @@ from statistics import median
 
 from scipy import stats
 
+from harness.results.metrics import log_spread
 from harness.stats.compare import interval_metrics
 from harness.stats.interval import POWER
-from harness.stats.power import log_spread
 from harness.stats.sequential import Schedule
 
 DEFAULT = Schedule.plan(3, 9)
@@ -103,8 +106,33 @@ def series(tsv: Path) -> str:
     return "\n".join(lines)
 
 
+def spread_rows(names: list[str], paths: list[Path]) -> str:
+    lines = [
+        "| result | rounds | arms | " + " | ".join(f"{n}: noise, MDE at R=5" for n in names) + " |",
+        "|---" * (3 + len(names)) + "|",
+    ]
+    for path in paths:
+        ab = json.loads(path.read_text())
+        paired = [r for r in ab.get("rounds", []) if r.get("base") and r.get("head")]
+        if "comparison" not in ab or len(paired) < 2:
+            continue
+        same = all(ab["base"].get(k) == ab["head"].get(k) for k in ("commit", "flags", "env"))
+        kind = "A/A" if same and ab["base"].get("commit") and not ab["head"].get("dirty") else "A/B"
+        cells = []
+        for name in names:
+            sd = log_spread(
+                *([r[a]["summary"].get(name) for r in paired] for a in ("base", "head"))
+            )
+            mde5 = None if sd is None else math.exp(stats.t.ppf(0.975, 4) * sd / math.sqrt(5))
+            cells.append("n/a" if sd is None else f"{sd * 100:.1f}%, {mde5:.3f}x")
+        lines.append(f"| {path} | {len(paired)} | {kind} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--series"]:
+    if sys.argv[1:2] == ["--spread"]:
+        print(spread_rows(sys.argv[2].split(","), [Path(a) for a in sys.argv[3:]]))
+    elif sys.argv[1:2] == ["--series"]:
         for arg in sys.argv[2:]:
             print(series(Path(arg)) + "\n")
     else:

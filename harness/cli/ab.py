@@ -42,7 +42,7 @@ from harness.escape import terminal
 from harness.report.ab_report import to_plain, write_report
 from harness.report.display import LiveProgress
 from harness.report.saved import compare_saved, load_result
-from harness.report.sentences import clear_pass, gate_warnings
+from harness.report.sentences import clear_pass, gate_warnings, trade_off, verdict_words
 from harness.report.summary import ab_summary
 from harness.report.tables import fmt_value
 from harness.results.errors import ComparisonError
@@ -116,9 +116,12 @@ def print_verdict(console: Console, ab: dict) -> None:
             highlight=False,
         )
     code = comp["exit_code"]
+    trade = trade_off(comp)  # what paid for what, right after the verdict
+    said = f"{verdict_words(comp)}: {trade}" if trade else comp["verdict"]
     console.print(  # one line whatever the terminal's width: scripts grep it
-        f"verdict: {comp['verdict']} (exit {code}: {exit_meaning(code, is_simulated(comp))})",
+        terminal(f"verdict: {said} (exit {code}: {exit_meaning(code, is_simulated(comp))})"),
         highlight=False,
+        markup=False,
         soft_wrap=True,
     )
 

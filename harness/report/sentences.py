@@ -36,6 +36,33 @@ def gate_warnings(comparison: dict) -> list[str]:
     return out + list(comparison["warnings"])
 
 
+def _change(ratio: float) -> str:
+    pct = (ratio - 1) * 100
+    return f"{pct:+.0f}%" if abs(pct) >= 10 else f"{pct:+.1f}%"
+
+
+def trade_off(comparison: dict) -> str | None:
+    """For a REGRESSION that bought an IMPROVEMENT, what paid for what: `tpot_ms +285% paid
+    for ttft_p50_ms 0.52x` (every metric of each kind, in the gate's order). None for any other
+    comparison: the verdict stays REGRESSION, these words only say it was a trade."""
+    if comparison["verdict"] != Verdict.REGRESSION:
+        return None
+    paid = [m for m in comparison["metrics"] if m["verdict"] == Verdict.REGRESSION]
+    bought = [m for m in comparison["metrics"] if m["verdict"] == Verdict.IMPROVEMENT]
+    if not paid or not bought:
+        return None
+    worse = ", ".join(f"{m['name']} {_change(m['ratio'])}" for m in paid)
+    better = ", ".join(f"{m['name']} {m['ratio']:.2f}x" for m in bought)
+    return f"{worse} paid for {better}"
+
+
+def verdict_words(comparison: dict) -> str:
+    """The overall verdict as a first line says it: `REGRESSION (trade-off)` when the
+    regression bought an improvement, else the verdict itself."""
+    trade = trade_off(comparison) is not None
+    return f"{comparison['verdict']} (trade-off)" if trade else str(comparison["verdict"])
+
+
 def clear_change(m: dict) -> str | None:
     """For a PASS the gate calls changed: the change and its 95% CI in words, `+7.6% [7.1,
     8.0], within 10%`. None for any other metric."""

@@ -9,7 +9,7 @@ import shlex
 from pathlib import Path
 
 from harness.escape import code_span, fence, markdown
-from harness.report.sentences import gate_warnings
+from harness.report.sentences import gate_warnings, trade_off
 from harness.report.tables import metric_rows, moved_rows
 from harness.results.verdicts import exit_meaning, is_simulated
 
@@ -19,14 +19,20 @@ MARK = {"REGRESSION": "❌", "INVALID": "⛔", "INCONCLUSIVE": "⚠️"} | dict.
 TABLE_HEAD = "| Metric | Base | Head | Change | 95% CI | Tolerance | Verdict |\n" + "|---" * 7 + "|"
 
 
-def headline(kind: str, verdict: str, code: int, what: str, why: str = "") -> str:
-    """`### ❌ servegate ab: REGRESSION (exit 1): short-concurrency, main@1a2b vs HEAD@3c4d`.
-    `what` and `why` carry names and messages from elsewhere: shown as literal Markdown."""
-    line = f"### {MARK.get(verdict, '')} servegate {kind}: {verdict} (exit {code}): "
+def headline(
+    kind: str, verdict: str, code: int, what: str, why: str = "", qualifier: str = ""
+) -> str:
+    """`### ❌ servegate ab: REGRESSION (exit 1): short-concurrency, main@1a2b vs HEAD@3c4d`;
+    a `qualifier` goes beside the exit code: `REGRESSION (trade-off, exit 1)`. `what` and
+    `why` carry names and messages from elsewhere: shown as literal Markdown."""
+    said = f"{qualifier}, exit {code}" if qualifier else f"exit {code}"
+    line = f"### {MARK.get(verdict, '')} servegate {kind}: {verdict} ({said}): "
     return line + markdown(what) + (f": {markdown(why)}" if why else "")
 
 
 def _why(comparison: dict) -> str:
+    if trade := trade_off(comparison):
+        return trade
     bad = [m for m in comparison["metrics"] if m["verdict"] == comparison["verdict"]]
     if comparison["verdict"] == "INVALID":
         return comparison["invalid"][0] if comparison["invalid"] else "a run was invalid"
@@ -76,7 +82,8 @@ def arm_shas(ab: dict) -> dict[str, str | None]:
 def ab_summary(ab: dict, report: str | None) -> str:
     comp = ab["comparison"]
     what = f"{ab['suite']}, {ab['base']['label']} vs {ab['head']['label']}"
-    lines = [headline("ab", comp["verdict"], comp["exit_code"], what, _why(comp)), ""]
+    trade = "trade-off" if trade_off(comp) else ""
+    lines = [headline("ab", comp["verdict"], comp["exit_code"], what, _why(comp), trade), ""]
     lines.append(metric_table(comp))
     lines += ["", f"{comp['rounds']} round(s); base and head: geometric means over rounds."]
     if ab.get("rounds") and (moved := moved_rows(ab)):

@@ -7,7 +7,7 @@ import json
 from statistics import median
 
 from harness.escape import markdown
-from harness.report.sentences import clear_change
+from harness.report.sentences import clear_change, trade_off, verdict_words
 from harness.results.metrics import METRICS, Method
 from harness.results.verdicts import exit_meaning, is_simulated
 from harness.runs.machine import machine_identity
@@ -47,16 +47,21 @@ def fmt_mde(m: dict) -> str:
 
 
 def verdict_line(comparison: dict) -> str:
-    """The report's first line: overall verdict, exit code and what it means, and which metrics."""
+    """The report's first line: overall verdict, exit code and what it means, and which metrics;
+    a trade-off says first what paid for what (then the regressed and improved lists would only
+    repeat it)."""
     code = comparison["exit_code"]
     meaning = exit_meaning(code, is_simulated(comparison))
-    line = f"# {markdown(comparison['verdict'])}: exit {code} ({meaning})"
+    line = f"# {markdown(verdict_words(comparison))}: "
+    if trade := trade_off(comparison):  # a saved result's names are read back from a file
+        line += f"{markdown(trade)}; "
+    line += f"exit {code} ({meaning})"
     by_verdict: dict[str, list[str]] = {}
     for m in comparison["metrics"]:
-        name = markdown(m["name"])  # a saved result's names are read back from a file
+        name = markdown(m["name"])
         by_verdict.setdefault(m["verdict"], []).append(f"{name} {fmt_ratio(m['ratio'])}x")
     for verdict, said in VERDICT_WORDS.items():
-        if verdict in by_verdict:
+        if verdict in by_verdict and not (trade and verdict != "INCONCLUSIVE"):
             line += f"; {said}: {', '.join(by_verdict[verdict])}"
     changed = [
         f"{markdown(m['name'])} {c}" for m in comparison["metrics"] if (c := clear_change(m))

@@ -175,12 +175,17 @@ def differing_tokens(a: str, b: str) -> tuple[list[str], list[str]]:
 
 
 def label_arms(plans: dict[str, ArmPlan], sides: dict[str, Side]) -> None:
-    """Same label on both sides: name each arm by what differs (its command's differing tokens,
-    its flags, its env); arms that differ in nothing keep the label and add `default`."""
-    if plans["base"].desc["label"] != plans["head"].desc["label"]:
-        return
+    """Name each arm by what differs between the two, so every title says what was compared:
+    the label says what is served (ref@commit, a program, a URL); when the arms' own flags or
+    env differ, each label adds its own (`default` for the arm without: `HEAD@1a2b default vs
+    WORKTREE@1a2b --prefill-max-seqs 4`). Same label on both sides: each adds its command's
+    differing tokens too, and arms that differ in nothing add `default`."""
     base, head = sides["base"], sides["head"]
-    cmd_diff = differing_tokens(base.cmd, head.cmd) if base.cmd and head.cmd else ([], [])
+    same = plans["base"].desc["label"] == plans["head"].desc["label"]
+    if not same and (base.flags, base.env) == (head.flags, head.env):
+        return  # the labels say it: two commits, or two servers, with the same flags
+    both = same and base.cmd and head.cmd
+    cmd_diff = differing_tokens(base.cmd, head.cmd) if both else ([], [])
     for name, own in zip(("base", "head"), cmd_diff, strict=True):
         s = sides[name]
         extra = " ".join(x for x in (" ".join(own), s.flags, s.env) if x) or "default"

@@ -2,12 +2,17 @@
 REGRESSION, INCONCLUSIVE, INVALID), its table agrees with the report's, its reproduce line is
 pinned to commits; `harness ab` writes it to --summary and to $GITHUB_STEP_SUMMARY."""
 
+import io
 import json
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
+from rich.console import Console
 
+from harness.cli.ab import print_verdict
+from harness.report.sentences import trade_off, verdict_words
 from harness.report.summary import (
     MARK,
     ab_summary,
@@ -16,7 +21,8 @@ from harness.report.summary import (
     reproduce,
     sweep_summary,
 )
-from harness.stats.compare import compare_rounds
+from harness.report.tables import verdict_line
+from harness.stats.compare import compare_rounds, overall_verdict
 
 from helpers.arms import scripted
 from helpers.cli import harness
@@ -64,6 +70,80 @@ def test_each_verdict_is_said_in_the_first_line():
     assert "not a pass" in ab_summary(cases["INCONCLUSIVE"], None).splitlines()[0]
     assert "arm head crashed in round 2" in ab_summary(cases["INVALID"], None).splitlines()[0]
     assert "⚠️" in ab_summary(cases["INCONCLUSIVE"], None).splitlines()[0]
+
+
+def gated(name: str, ratio: float, verdict: str, tol: float, lower: bool = True) -> dict:
+    """One gated metric as the gate stores it, with exact numbers (the prefill-storm seed's)."""
+    lo, hi = ratio * 0.9, ratio * 1.1
+    return {"name": name, "base": [1.0], "head": [ratio], "ratio": ratio, "ci_low": lo,
+            "ci_high": hi, "tolerance": tol, "verdict": verdict, "mde": 1.1, "method": "t",
+            "lower_is_better": lower, "note": "", "alpha": 0.0004, "evidence_low": lo,
+            "evidence_high": hi, "detectable": 1.3, "base_value": 100.0,
+            "head_value": 100.0 * ratio, "spread": 0.05}  # fmt: skip
+
+
+def storm(*metrics: dict) -> dict:
+    comp = {"verdict": overall_verdict([SimpleNamespace(**m) for m in metrics], []),
+            "rounds": 5, "fingerprint": "f", "metrics": list(metrics), "noise": [],
+            "invalid": [], "warnings": [], "schedule": None, "ungated": []}  # fmt: skip
+    comp["exit_code"] = {"REGRESSION": 1}.get(comp["verdict"], 0)
+    return {
+        "suite": "prefill-storm",
+        "base": {"label": "HEAD@c4678187 default", "commit": SHA_A},
+        "head": {"label": "WORKTREE@c4678187 --prefill-max-seqs 4", "commit": SHA_A},
+        "command": "harness ab --suite prefill-storm --head-flags '--prefill-max-seqs 4'",
+        "comparison": comp,
+    }
+
+
+def test_a_regression_that_bought_an_improvement_is_a_trade_off_in_every_first_line():
+    ab = storm(
+        gated("ttft_p50_ms", 0.521, "IMPROVEMENT", 0.15),
+        gated("tok_s", 1.107, "PASS", 0.25, lower=False),
+        gated("itl_p50_ms", 0.983, "PASS", 0.25),
+        gated("tpot_ms", 3.851, "REGRESSION", 0.25),
+    )
+    comp = ab["comparison"]
+    assert comp["verdict"] == "REGRESSION" and comp["exit_code"] == 1  # the gate is unchanged
+    assert trade_off(comp) == "tpot_ms +285% paid for ttft_p50_ms 0.52x"
+    assert verdict_words(comp) == "REGRESSION (trade-off)"
+    assert verdict_line(comp) == (
+        "# REGRESSION (trade-off): tpot_ms +285% paid for ttft_p50_ms 0.52x; exit 1 (a gated "
+        "metric is worse beyond tolerance, at the gate's 1% false-regression rate)"
+    )
+    assert ab_summary(ab, None).splitlines()[0] == (
+        "### ❌ servegate ab: REGRESSION (trade-off, exit 1): prefill-storm, HEAD@c4678187 "
+        "default vs WORKTREE@c4678187 --prefill-max-seqs 4: tpot_ms +285% paid for "
+        "ttft_p50_ms 0.52x"
+    )
+    out = io.StringIO()
+    print_verdict(Console(file=out, width=120), ab)
+    assert out.getvalue().splitlines()[-1] == (
+        "verdict: REGRESSION (trade-off): tpot_ms +285% paid for ttft_p50_ms 0.52x (exit 1: a "
+        "gated metric is worse beyond tolerance, at the gate's 1% false-regression rate)"
+    )
+
+
+def test_every_metric_that_paid_and_was_bought_is_named_and_nothing_else_is_a_trade():
+    both = storm(
+        gated("ttft_p50_ms", 0.521, "IMPROVEMENT", 0.15),
+        gated("tok_s", 0.70, "REGRESSION", 0.25, lower=False),
+        gated("itl_p50_ms", 1.052, "REGRESSION", 0.01),
+        gated("peak_rss_bytes", 0.80, "IMPROVEMENT", 0.10),
+    )["comparison"]
+    assert trade_off(both) == (
+        "tok_s -30%, itl_p50_ms +5.2% paid for ttft_p50_ms 0.52x, peak_rss_bytes 0.80x"
+    )
+    plain = storm(gated("tpot_ms", 3.851, "REGRESSION", 0.25), gated("tok_s", 1.1, "PASS", 0.25))
+    improved = storm(gated("ttft_p50_ms", 0.521, "IMPROVEMENT", 0.15))
+    unsure = storm(gated("ttft_p50_ms", 0.521, "IMPROVEMENT", 0.15),
+                   gated("tpot_ms", 1.2, "INCONCLUSIVE", 0.25))  # fmt: skip
+    for ab in (plain, improved, unsure):
+        comp = ab["comparison"]
+        assert trade_off(comp) is None and verdict_words(comp) == comp["verdict"]
+        assert "trade-off" not in ab_summary(ab, None) + verdict_line(comp)
+    assert verdict_line(plain["comparison"]).startswith("# REGRESSION: exit 1 (")
+    assert "servegate ab: REGRESSION (exit 1): " in ab_summary(plain, None).splitlines()[0]
 
 
 # the mark before a verdict groups it for a reader: green only for what let the change through

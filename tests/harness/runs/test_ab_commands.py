@@ -117,6 +117,36 @@ def test_command_arms_are_labelled_by_their_differing_tokens():
     assert plans["base"].desc["label"] == plans["head"].desc["label"] == "python default"
 
 
+def labelled(labels: tuple[str, str], sides: dict[str, Side]) -> tuple[str, str]:
+    plans = {n: ArmPlan(n, make_arm("m", serve_cmd="x {port}"), {"label": label})
+             for n, label in zip(("base", "head"), labels, strict=True)}  # fmt: skip
+    label_arms(plans, sides)
+    return plans["base"].desc["label"], plans["head"].desc["label"]
+
+
+def test_arms_of_two_refs_are_labelled_by_their_flags_too_when_those_differ():
+    flags = {"base": Side("HEAD"), "head": Side("WORKTREE", flags="--prefill-max-seqs 4")}
+    assert labelled(("HEAD@c4678187", "WORKTREE@c4678187"), flags) == (
+        "HEAD@c4678187 default",
+        "WORKTREE@c4678187 --prefill-max-seqs 4",
+    )
+    env = {"base": Side("main", env="A=1"), "head": Side("HEAD", env="A=2")}
+    assert labelled(("main@1a2b3c4d", "HEAD@5e6f7a8b"), env) == (
+        "main@1a2b3c4d A=1",
+        "HEAD@5e6f7a8b A=2",
+    )
+    # two commits with the same flags: the labels already name what differs
+    same = {"base": Side("main", flags="--x 1"), "head": Side("HEAD", flags="--x 1")}
+    assert labelled(("main@1a2b3c4d", "HEAD@5e6f7a8b"), same) == ("main@1a2b3c4d", "HEAD@5e6f7a8b")
+    # two programs: their whole commands differ, the flags the user gave are what is added
+    engine = Side(cmd="python -m engine.cli serve --port {port}", flags="--parallel 4")
+    rival = {"base": Side(cmd="llama-server -m m.gguf --port {port}"), "head": engine}
+    assert labelled(("llama-server", "python"), rival) == (
+        "llama-server default",
+        "python --parallel 4",
+    )
+
+
 def metric(ratio: float, lo: float, hi: float, verdict: str = "PASS", ev=None) -> dict:
     ev_lo, ev_hi = ev or (lo, hi)  # the gate's own bounds: here as wide as the 95% CI
     return {"name": "ttft_p50_ms", "ratio": ratio, "ci_low": lo, "ci_high": hi, "tolerance": 0.1,

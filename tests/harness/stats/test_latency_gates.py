@@ -66,3 +66,25 @@ def test_a_latency_that_moved_without_a_gate_is_shown_not_judged():
     rows = moved_rows(ab)
     assert [r["name"] for r in rows] == ["itl_p50_ms"]  # e2e did not move; ttft is gated
     assert rows[0]["change"] == "+30.0%"
+
+
+def test_the_prefill_storm_seed_is_a_trade_off_under_its_suites_gate():
+    """The committed seed A/B of 2026-12-02 (TTFT p50 0.521x, headed IMPROVEMENT when its suite
+    did not gate decode latency), judged again from its stored rounds under today's gate: TPOT
+    3.85x is a REGRESSION that paid for the TTFT, exit 1."""
+    from harness.report.sentences import trade_off
+    from harness.results.store import read_json
+    from harness.stats.compare import compare_rounds
+    from harness.stats.sequential import Schedule
+
+    from helpers import REPO
+
+    (seed,) = (REPO / "results" / "2026-12-02-prefill-storm").glob("*.json")
+    saved = read_json(seed)
+    assert saved["comparison"]["verdict"] == "IMPROVEMENT"  # as it was headed then
+    gate, slack = load_suite("prefill-storm").gate, saved["memory_slack_bytes"]
+    comp = compare_rounds(saved["rounds"], gate, slack, schedule=Schedule.plan(3, 9)).to_dict()
+    verdicts = {m["name"]: m["verdict"] for m in comp["metrics"]}
+    assert (comp["verdict"], comp["exit_code"]) == ("REGRESSION", 1)
+    assert verdicts["tpot_ms"] == "REGRESSION" and verdicts["ttft_p50_ms"] == "IMPROVEMENT"
+    assert trade_off(comp) == "tpot_ms +285% paid for ttft_p50_ms 0.52x"

@@ -31,6 +31,16 @@ def test_smoke_suite_is_shipped_and_expects_decode_steps():
     assert suite.gate["ttft_p50_ms"] == 0.30
 
 
+def test_every_other_shipped_gate_judges_decode_latency():
+    # a change that buys TTFT with slower tokens must not pass (docs/statistics.md, "Decode
+    # latency"); smoke's tokens on tiny are jitter, sim-calibration is no gate
+    for name in sorted(set(shipped()) - {"smoke", "sim-calibration"}):
+        gate = load_suite(name).gate
+        assert {"itl_p50_ms", "tpot_ms"} <= set(gate), name
+        assert all(0.15 <= gate[m] <= 0.30 for m in ("itl_p50_ms", "tpot_ms")), name
+    assert not load_suite("sim-calibration").gate
+
+
 def test_minimal_suite_gets_defaults(tmp_path):
     suite = load_suite(str(write_suite(tmp_path, BASE)))
     phase = suite.phases[0]
