@@ -271,6 +271,8 @@ def ab(
         raise input_error(e) from None
     if dry_run:
         print_plan(plans, residency, rounds=True, devices=devices)
+        if budget_minutes:
+            click.echo(f"budget: {budget_minutes:g} min, counted from the harness's start")
         return
     if sim_costs is not None:
         simulated_ab(suite, plans, sim_costs, null_arm, out_dir, summary_file)

@@ -78,6 +78,10 @@ EXPECTED = {
         "running at http://127.0.0.1:8000" in p["base"]
         and "running at http://127.0.0.1:8001" in p["head"]
     ),
+    "GPU servers: one per device, a CI limit": lambda p, r: (
+        p["servers"] == "at once, one per device (0,1), swapping every round"
+        and p["budget"].startswith("25 min")
+    ),
     "load curves: the knee, goodput": lambda p, r: (
         list(p) == ["arm", "levels"]
         and p["arm"].startswith("WORKTREE@")
