@@ -83,6 +83,7 @@ class Bisector:
             plans["head"] = self._plan("head", head, suite)
         except (RefError, ArmError) as e:  # a failed build too: that commit is skipped
             return Step(role, base, head, time.monotonic() - started, None, Mark.SKIP, str(e))
+        devices = placed_devices(self.devices, self.ctx.project, plans)
         runner = ABRunner(
             suite,
             plans,
@@ -92,8 +93,8 @@ class Bisector:
             self.ready_timeout_s,
             progress=self.progress,
             more_rounds=more,
-            start_together=together(plans, self.residency),
-            devices=placed_devices(self.devices, self.ctx.project, plans),
+            start_together=together(plans, self.residency, devices),
+            devices=devices,
         )
         try:
             outcome = runner.run()

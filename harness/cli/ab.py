@@ -289,7 +289,7 @@ def ab(
         max_rounds,
         ready_timeout,
         progress=lambda label: LiveProgress(console, label, disabled=quiet),
-        start_together=together(plans, residency),
+        start_together=together(plans, residency, devices),
         devices=devices,
         budget=Budget.from_start(budget_minutes) if budget_minutes else None,
         notes=notes,

@@ -184,8 +184,8 @@ def devices_option(command: Callable) -> Callable:
         help="Devices the arms run on ({device} in the serve command, and CUDA_VISIBLE_DEVICES "
         "or the project file's device_env). Two or more: a round's arms run at once, one per "
         "device, and swap devices every round so a faster device favours neither; the gate "
-        "judges whole device cycles. One: every arm there, one at a time. [default: "
-        "servegate.toml's [server] devices, else none]",
+        "judges whole device cycles. One: every arm there, one at a time (unless "
+        "--residency together). [default: servegate.toml's [server] devices, else none]",
     )(command)
 
 
@@ -262,7 +262,7 @@ def servers_line(plans: dict[str, ArmPlan], residency: str | None, devices: tupl
     """How a round's servers run: `one-at-a-time`, `together`, or at once on devices."""
     if len(devices) > 1:
         return f"at once, one per device ({','.join(devices)}), swapping every round"
-    how = "together" if together(plans, residency) else "one-at-a-time"
+    how = "together" if together(plans, residency, devices) else "one-at-a-time"
     return how + (f" on device {devices[0]}" if devices else "")
 
 

@@ -214,12 +214,17 @@ def commit_problem(plan: ArmPlan, run: dict) -> str | None:
     return None
 
 
-def together(plans: dict[str, ArmPlan], asked: str | None = None) -> bool:
+def together(
+    plans: dict[str, ArmPlan], asked: str | None = None, devices: tuple[str, ...] = ()
+) -> bool:
     """Whether a round's servers start at once: as `--residency` asks, else only when every
     arm that launches a server comes from a project file that says `residency = "together"`
-    (a command arm may hold a whole GPU; an arm at a URL starts nothing)."""
+    (a command arm may hold a whole GPU; an arm at a URL starts nothing) and they were not
+    all placed on one device."""
     if asked:
         return asked == "together"
+    if len(devices) == 1:
+        return False
     launching = [p.arm for p in plans.values() if p.arm.launches]
     return len(launching) > 1 and all(a.residency == "together" for a in launching)
 

@@ -68,6 +68,13 @@ def test_the_residency_rule(arms, asked, expected):
     assert together(plans(*arms), asked) is expected
 
 
+def test_one_device_holds_one_server_at_a_time_unless_asked():
+    both = plans("together", "together")
+    assert together(both, None, ("0",)) is False  # the project file's together, one device
+    assert together(both, "together", ("0",)) is True  # asked for: as asked
+    assert together(both, None, ("0", "1")) is True
+
+
 def test_an_arm_at_a_url_starts_nothing():
     assert together(plans("together", url=True)) is False
 
