@@ -269,8 +269,11 @@ def has_invalid_run(record: dict, names: list[str]) -> bool:
 
 def workload_mismatch(rounds: list[dict]) -> str | None:
     """Why the runs so far are not the same workload, naming what differs; None if they are."""
+    ran = [r for r in rounds if any(r.get(a) for a in ("base", "head", "null"))]
+    if not ran:  # nothing ran yet (a start failed): nothing to compare, no mismatch
+        return None
     try:
-        check_fingerprints([r for r in rounds if any(r.get(a) for a in ("base", "head", "null"))])
+        check_fingerprints(ran)
     except ComparisonError as e:
         runs = [r[a] for r in rounds for a in ("base", "head", "null") if r.get(a)]
         diff = next(
