@@ -96,7 +96,8 @@ def readme(summary: dict) -> str:
     ]
     for r in summary["runs"]:
         cmd = r["command"].replace("|", "\\|")
-        named = "; ".join(r["named"] + r["invalid"][:1]).replace("|", "\\|")
+        said = r["named"] + r["invalid"][:1] + r["warnings"][:1] * (r["verdict"] == "INCONCLUSIVE")
+        named = "; ".join(said).replace("|", "\\|")
         lines.append(
             f"| {r['name']} | {r['start_s']:g} s | `{cmd}` | {r['exit_code']} "
             f"| {r['wall_s']:.0f} s | {r['verdict']} | {named} |"
@@ -113,8 +114,12 @@ def main() -> None:
     p.add_argument("out", nargs="?", default=f"results/{date.today()}-gpu-like")
     p.add_argument("--start", type=float, default=20.0, help="seconds each server takes to start")
     p.add_argument("--aa", type=int, default=10, help="A/As on two devices of different speed")
+    p.add_argument("--readme-only", action="store_true", help="rewrite README.md from summary.json")
     o = p.parse_args()
     out = ROOT / o.out
+    if o.readme_only:
+        (out / "README.md").write_text(readme(json.loads((out / "summary.json").read_text())))
+        return
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="gpu-like-"))
     rows = []
