@@ -233,9 +233,9 @@ def ab(
     results/DATE-SUITE-BASE-vs-HEAD.md (+ .json, plots) under the current folder. Exit 0
     pass (improvements and inconclusive-with-warning included), 1 regression (one that bought
     an improvement is said as a trade-off), 2 invalid run, infra failure, crash, failed build
-    or bad input. Git refs need the repository and its
-    servegate.toml (docs/projects.md), which says how a commit is built (once per sha) and
-    served; command and URL arms need neither.
+    or bad input. Git refs need the repository and its servegate.toml (docs/projects.md),
+    which says how a commit is built (once per sha) and served; command and URL arms need
+    neither.
     """
     check_rounds(rounds, max_rounds)
     console = Console(stderr=True)
