@@ -245,10 +245,11 @@ def ab(
     Each of R rounds starts every arm cold (rotating order), fires the suite's load and
     samples memory; per metric the head/base ratio gets a 95% CI and a verdict. Writes
     results/DATE-SUITE-BASE-vs-HEAD.md (+ .json, plots) under the current folder. Exit 0
-    pass (improvements and inconclusive-with-warning included), 1 regression, 2 invalid run,
-    infra failure, crash, failed build or bad input. Git refs need the repository and its
-    servegate.toml (docs/projects.md), which says how a commit is built (once per sha) and
-    served; command and URL arms need neither.
+    pass (improvements and inconclusive-with-warning included), 1 regression (one that bought
+    an improvement is said as a trade-off), 2 invalid run, infra failure, crash, failed build
+    or bad input. Git refs need the repository and its servegate.toml (docs/projects.md),
+    which says how a commit is built (once per sha) and served; command and URL arms need
+    neither.
     """
     check_rounds(rounds, max_rounds)
     console = Console(stderr=True)

@@ -108,12 +108,29 @@ def test_uncapped_prefill_regresses_peak_rss_on_long_transient(tmp_path):
     assert mask in report
 
 
-def test_prefill_admission_cap_improves_ttft_p50_on_prefill_storm(tmp_path):
+def test_prefill_admission_cap_trades_tpot_for_ttft_on_prefill_storm(tmp_path):
     r, result = ab(tmp_path, "--suite", "prefill-storm", "--head-flags", "--prefill-max-seqs 4")
-    # the verdict rests on a 2-core machine's timing, so it must point the right way (a fresh
-    # clone beside other work read 0.696x [0.347, 1.395], INCONCLUSIVE after 9 rounds); the
-    # counters below are certain
-    p50 = next(m for m in result["comparison"]["metrics"] if m["name"] == "ttft_p50_ms")
+    comparison, said = result["comparison"], verdicts(result)
+    # the cap's price, certain from the counters: no decode step runs until every cohort has
+    # prefilled (15 steps of all 32 rows), so an early cohort's tokens after the first wait for
+    # the later prefills (TPOT 5.75x on SmolLM2, docs/seeds.md)
+    rows = [counter(run, "engine_decode_rows_total") for run in runs(result, "head")]
+    steps = [counter(run, "engine_decode_steps_total") for run in runs(result, "head")]
+    assert rows == [32 * n for n in steps], (rows, steps)
+    # so the gate never heads it IMPROVEMENT or PASS: a REGRESSION named on TPOT once its
+    # evidence is in. On tiny the slowdown rests on a 2-core machine's timing (one run read
+    # TPOT 2.23x, REGRESSION after 5 rounds; one beside another job, load about 3, 1.39x
+    # [0.72, 2.71], INCONCLUSIVE after 9), so that is all that is certain
+    outcome = (r.returncode, comparison["verdict"])
+    assert outcome in ((1, "REGRESSION"), (0, "INCONCLUSIVE")), r.stdout + r.stderr
+    assert said["tpot_ms"] in ("REGRESSION", "INCONCLUSIVE"), r.stdout
+    line = next(x for x in r.stdout.splitlines() if x.startswith("verdict: "))
+    if said["tpot_ms"] == "REGRESSION" and "IMPROVEMENT" in said.values():
+        assert line.startswith("verdict: REGRESSION (trade-off): "), line
+        assert "tpot_ms +" in line.split(" paid for ")[0], line
+    # TTFT p50 must point the right way (a fresh clone beside other work read 0.696x [0.347,
+    # 1.395], INCONCLUSIVE after 9 rounds)
+    p50 = next(m for m in comparison["metrics"] if m["name"] == "ttft_p50_ms")
     assert p50["verdict"] != "REGRESSION" and p50["ratio"] < 0.95, r.stdout
     capped = "engine_prefill_admission_capped_total"
     assert all(counter(run, capped) > 0 for run in runs(result, "head"))
