@@ -33,6 +33,11 @@ class Progress:
     def starting(self, elapsed_s: float, line: str) -> None:
         """A server is still starting: seconds since its launch, its log's last line."""
 
+    def view(self, label: str) -> Progress:
+        """Rows of their own on this display, for one of several servers measured at once
+        (entered and left without starting or stopping it)."""
+        return Progress()
+
     def phase_started(self, name: str, total: int) -> None: ...
 
     def request_done(self, record: RequestRecord) -> None: ...

@@ -18,20 +18,27 @@ class LiveProgress(PhaseProgress):
     """A rich progress bar per phase: requests done / total; while a server starts, the seconds
     since its launch and the last line of its log (a minute-long start shows what it does)."""
 
-    def __init__(self, console: Console, label: str = "", disabled: bool = False) -> None:
-        self.label = label
-        self.bar = Progress(
+    def __init__(
+        self, console: Console, label: str = "", disabled: bool = False, bar: Progress | None = None
+    ) -> None:
+        self.label, self.owner = label, bar is None  # a view shows on another's bar
+        self.bar = bar or Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
             TimeElapsedColumn(), console=console, disable=disabled,
         )  # fmt: skip
         self.task = self.start_task = None
 
     def __enter__(self) -> LiveProgress:
-        self.bar.start()
+        if self.owner:
+            self.bar.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.bar.stop()
+        if self.owner:
+            self.bar.stop()
+
+    def view(self, label: str) -> LiveProgress:
+        return LiveProgress(self.bar.console, label, bar=self.bar)
 
     def starting(self, elapsed_s: float, line: str) -> None:
         said = shown.terminal(f"{self.label}starting, {elapsed_s:.0f} s: {line}")[:160]

@@ -130,11 +130,14 @@ class ABRunner:
             for n, p in self.plans.items()
         }
 
-    def _measure(self, rnd: int, target: int, plan: ArmPlan, started=None) -> Measured:
+    def _measure(
+        self, rnd: int, target: int, plan: ArmPlan, started=None, progress=None
+    ) -> Measured:
         label = f"round {rnd}/{target} {plan.name} ({plan.desc['label']}) "
         return self.measure(
-            self.suite, plan, self.log_dir, round_no=rnd, label=label, progress=self.progress,
-            ready_timeout_s=self.ready_timeout_s, started=started,
+            self.suite, plan, self.log_dir, round_no=rnd, label=label,
+            progress=progress or self.progress, ready_timeout_s=self.ready_timeout_s,
+            started=started,
         )  # fmt: skip
 
     def _measure_in_turn(
@@ -167,7 +170,11 @@ class ABRunner:
         """Every arm of the round started and measured at the same time, each on its device;
         the first crash (in the round's order) is the round's."""
         names = record["order"]
-        results = _at_once({n: lambda n=n: self._measure(rnd, target, placed[n]) for n in names})
+        with self.progress(f"round {rnd}/{target} ") as shared:  # one display, a row per arm
+            results = _at_once(
+                {n: lambda n=n: self._measure(rnd, target, placed[n], progress=shared.view)
+                 for n in names}
+            )  # fmt: skip
         crash = None
         for name in names:
             record[name], own = results[name]
@@ -203,7 +210,10 @@ class ABRunner:
         with self.progress(label) as bar:
             starts = {
                 n: lambda n=n: start_arm(
-                    placed[n].arm, server_log(self.log_dir, rnd, n), self.ready_timeout_s, bar
+                    placed[n].arm,
+                    server_log(self.log_dir, rnd, n),
+                    self.ready_timeout_s,
+                    bar.view(f"{label}{n} "),
                 )
                 for n in names
             }

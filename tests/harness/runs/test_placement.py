@@ -111,3 +111,36 @@ def test_devices_must_cover_the_arms_that_run_at_once():
         placed_devices("0,1", None, plans)
     with pytest.raises(ArmError, match="named twice"):
         placed_devices("0,0", None, plans)
+
+
+def test_arms_measured_at_once_share_one_live_display(tmp_path):
+    """Arms measured at the same time, from two threads, show as rows of the round's one
+    display, each named by its arm."""
+    import io
+
+    from rich.console import Console
+
+    from harness.report.display import LiveProgress
+    from harness.runs.ab import ABRunner
+    from harness.workload.suite import load_suite
+
+    from helpers.fake_runs import make_run
+
+    def measure(suite, plan, log_dir, *, round_no, label, progress, **kw):
+        with progress(label) as bar:
+            bar.phase_started("load", 1)
+            bar.request_done(None)
+        return make_run({"ttft_p50_ms": 10.0, "tok_s": 5.0}), None
+
+    console = Console(file=io.StringIO(), force_terminal=True)
+    arm = make_arm("m", serve_cmd="true {port}")
+    plans = {n: ArmPlan(n, arm, {"label": n}) for n in ("base", "head")}
+    runner = ABRunner(
+        load_suite("smoke"), plans, tmp_path, 4, 4, measure=measure, devices=("0", "1"),
+        progress=lambda label: LiveProgress(console, label),
+    )  # fmt: skip
+    result = runner.run()
+    assert [r["devices"] for r in result["rounds"]][:2] == [
+        {"base": "0", "head": "1"}, {"base": "1", "head": "0"}]  # fmt: skip
+    shown = console.file.getvalue()
+    assert "round 1/4 base (base) load" in shown and "round 1/4 head (head) load" in shown
