@@ -228,8 +228,9 @@ class ABRunner:
             problems.append(
                 f"arm {crash['arm']} crashed in round {crash['round']}: {crash['message']}"
             )
+        ran = any(r.get(a) for r in rounds for a in ("base", "head", "null"))
         try:
-            if problem is None:
+            if problem is None and (ran or crash is None):  # a failed start alone says it all
                 return compare_rounds(
                     complete or rounds,
                     self.suite.gate,

@@ -157,6 +157,8 @@ def check_fingerprints(rounds: list[dict]) -> str:
             if run is not None:
                 fp = run.get("fingerprint") or "<missing>"
                 seen.setdefault(fp, []).append(f"round {rnd['round']} {arm}")
+    if not seen:
+        raise ComparisonError("no run finished: nothing to compare")
     if len(seen) != 1 or "<missing>" in seen:
         detail = "; ".join(f"{fp}: {', '.join(where)}" for fp, where in seen.items())
         raise ComparisonError(

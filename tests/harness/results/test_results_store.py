@@ -24,6 +24,7 @@ OTHER = {
     "cost model": {"coefficients", "fit", "model"},
     "sim validation": {"rows", "decisions", "machine"},
     "A/A series": {"series", "metric", "machine"},
+    "scenario table": {"runs", "machine", "start_s"},  # scripts/gpu_like_demo.py
 }
 
 

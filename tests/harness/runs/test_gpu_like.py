@@ -52,19 +52,19 @@ def test_device_memory_gauge_and_a_trade_off_are_regressions_named(tmp_path):
 def test_two_devices_rotate_so_a_slower_one_favours_neither_arm(tmp_path):
     repo = GpuRepo(tmp_path, start_ms=300)
     r, result = ab(repo, tmp_path, "--base", "HEAD", "--head", "HEAD", "--devices", "0,1",
-                   "--rounds", "8", "--max-rounds", "8")  # fmt: skip
+                   "--rounds", "6", "--max-rounds", "6")  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     assert result["comparison"]["block"] == 2
     rounds = result["rounds"]
     assert [rnd["devices"] for rnd in rounds] == [
-        {"base": "0", "head": "1"}, {"base": "1", "head": "0"}] * 4  # fmt: skip
-    assert [rnd["launch"] for rnd in rounds] == [["base", "head"]] * 8  # at once, one each
+        {"base": "0", "head": "1"}, {"base": "1", "head": "0"}] * 3  # fmt: skip
+    assert [rnd["launch"] for rnd in rounds] == [["base", "head"]] * 6  # at once, one each
     for rnd in rounds:  # each run records where it ran
         assert rnd["base"]["arm"]["device"] == rnd["devices"]["base"]
     ratios = [rnd["head"]["summary"]["tpot_ms"] / rnd["base"]["summary"]["tpot_ms"]
               for rnd in rounds]  # fmt: skip
-    assert [x > 1.1 for x in ratios] == [True, False] * 4, ratios  # device 1: 1.2x slower
-    assert [x < 1 / 1.1 for x in ratios] == [False, True] * 4, ratios
+    assert [x > 1.1 for x in ratios] == [True, False] * 3, ratios  # device 1: 1.2x slower
+    assert [x < 1 / 1.1 for x in ratios] == [False, True] * 3, ratios
     assert result["comparison"]["verdict"] == "PASS"
     # the same rounds taken one by one, as if the devices had not cancelled: not a PASS
     gate = result["gate"]
@@ -74,18 +74,18 @@ def test_two_devices_rotate_so_a_slower_one_favours_neither_arm(tmp_path):
 
 
 def test_a_budget_shortens_the_rounds_and_says_what_they_could_resolve(tmp_path):
-    repo = GpuRepo(tmp_path, start_ms=2000)
+    repo = GpuRepo(tmp_path, start_ms=1000)
     base = repo.git("rev-parse", "HEAD")
     # head's first token: 40 ms, then 52, then 40, ...: undecided at any round count
     repo.commit("noisy first token", ttft_factors=f"{tmp_path / 'factors'}:1.0,1.3")
     r, result = ab(repo, tmp_path, "--base", base, "--head", "HEAD", "--rounds", "3",
-                   "--max-rounds", "9", "--budget-minutes", "0.4")  # fmt: skip
+                   "--max-rounds", "9", "--budget-minutes", "0.3")  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     comparison = result["comparison"]
     assert comparison["verdict"] == "INCONCLUSIVE"
     n = len(result["rounds"])
     note = comparison["warnings"][0]
-    assert note.startswith(f"the budget of 0.4 min ended after {n} round(s), before the gate")
+    assert note.startswith(f"the budget of 0.3 min ended after {n} round(s), before the gate")
     assert "the smallest change they resolve: ttft_p50_ms +" in note
-    assert n < 9 and n * 2 * 2.0 < 0.4 * 60  # fewer rounds than planned; each start is 2 s
-    assert note in r.stdout.replace("\n", " ") or "budget of 0.4 min" in r.stdout
+    assert n < 9 and n * 2 * 1.0 < 0.3 * 60  # fewer rounds than planned; each start is 1 s
+    assert "budget of 0.3 min" in r.stdout

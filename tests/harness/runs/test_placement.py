@@ -144,3 +144,18 @@ def test_arms_measured_at_once_share_one_live_display(tmp_path):
         {"base": "0", "head": "1"}, {"base": "1", "head": "0"}]  # fmt: skip
     shown = console.file.getvalue()
     assert "round 1/4 base (base) load" in shown and "round 1/4 head (head) load" in shown
+
+
+def test_a_start_that_fails_before_any_run_is_the_whole_invalid(tmp_path):
+    from harness.runs.ab import ABRunner
+    from harness.workload.suite import load_suite
+
+    def measure(suite, plan, log_dir, *, round_no, **kw):  # the first arm's start fails
+        crash = {"arm": plan.name, "round": round_no, "message": "out of memory", "log_tail": ""}
+        return None, crash
+
+    arm = make_arm("m", serve_cmd="true {port}")
+    plans = {n: ArmPlan(n, arm, {"label": n}) for n in ("base", "head")}
+    result = ABRunner(load_suite("smoke"), plans, tmp_path, 3, 3, measure=measure).run()
+    assert result["comparison"]["invalid"] == ["arm base crashed in round 1: out of memory"]
+    assert result["comparison"]["verdict"] == "INVALID"
