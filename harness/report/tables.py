@@ -325,6 +325,7 @@ def power_rows(comparison: dict) -> list[dict]:
     head/base), the noise floor (null/base when a null arm ran, else head/base) and the ratio
     its last look catches 4 times in 5."""
     noise = {n["name"]: n for n in comparison.get("noise", [])}
+    unit = "rounds" if comparison.get("block", 1) == 1 else "device cycles"
     rows = []
     for m in comparison["metrics"]:
         if m["method"] == Method.MINMAX or m["ratio"] is None:
@@ -336,7 +337,7 @@ def power_rows(comparison: dict) -> list[dict]:
             {
                 "name": m["name"],
                 "noise": _pct(m.get("spread")),
-                "floor": f"{_pct(floor)} ({'null arm' if null else 'rounds'})",
+                "floor": f"{_pct(floor)} ({'null arm' if null else unit})",
                 "alpha": "n/a" if m.get("alpha") is None else f"{m['alpha']:.2g}",
                 "detectable": "n/a" if caught is None else f"{caught:.3f}x",
             }
