@@ -41,7 +41,11 @@ def budget_note(minutes: float, rounds: int, metrics: list[dict]) -> str:
         smallest = m.get("detectable") or m.get("mde")
         if smallest is not None:
             parts.append(f"{m['name']} {(smallest - 1) * 100:+.1f}%")
-    resolvable = f"; the smallest change they resolve: {', '.join(parts)}" if parts else ""
+    resolvable = (
+        f"; the smallest change they resolve: {', '.join(parts)}"
+        if parts
+        else "; too few rounds for an interval: no change is resolvable from them"
+    )
     return (
         f"the budget of {minutes:g} min ended after {rounds} round(s), before the gate "
         f"decided{resolvable} (more minutes or a quieter machine resolve smaller changes)"

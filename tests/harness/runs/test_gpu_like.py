@@ -79,13 +79,16 @@ def test_a_budget_shortens_the_rounds_and_says_what_they_could_resolve(tmp_path)
     # head's first token: 40 ms, then 52, then 40, ...: undecided at any round count
     repo.commit("noisy first token", ttft_factors=f"{tmp_path / 'factors'}:1.0,1.3")
     r, result = ab(repo, tmp_path, "--base", base, "--head", "HEAD", "--rounds", "3",
-                   "--max-rounds", "9", "--budget-minutes", "0.2")  # fmt: skip
+                   "--max-rounds", "9", "--budget-minutes", "0.3")  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     comparison = result["comparison"]
     assert comparison["verdict"] == "INCONCLUSIVE"
     n = len(result["rounds"])
     note = comparison["warnings"][0]
-    assert note.startswith(f"the budget of 0.2 min ended after {n} round(s), before the gate")
-    assert "the smallest change they resolve: ttft_p50_ms +" in note
-    assert n < 9 and n * 2 * 1.0 < 0.2 * 60  # fewer rounds than planned; each start is 1 s
-    assert "budget of 0.2 min" in r.stdout
+    assert note.startswith(f"the budget of 0.3 min ended after {n} round(s), before the gate")
+    if n >= 2:  # how many rounds fit depends on this machine's speed; what each says does not
+        assert "the smallest change they resolve: ttft_p50_ms +" in note
+    else:
+        assert "too few rounds for an interval: no change is resolvable" in note
+    assert n < 9 and n * 2 * 1.0 < 0.3 * 60  # fewer rounds than planned; each start is 1 s
+    assert "budget of 0.3 min" in r.stdout

@@ -62,6 +62,10 @@ def test_the_budget_fits_rounds_and_says_what_they_could_resolve():
         "change they resolve: tpot_ms +23.4% (more minutes or a quieter machine resolve "
         "smaller changes)"
     )
+    assert budget_note(3, 1, [{"name": "tpot_ms", "verdict": "INCONCLUSIVE"}]).endswith(
+        "; too few rounds for an interval: no change is resolvable from them (more minutes "
+        "or a quieter machine resolve smaller changes)"
+    )
 
 
 def test_gauges_sum_their_series_and_keep_the_peak():
