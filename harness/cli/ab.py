@@ -48,7 +48,7 @@ from harness.report.tables import fmt_value
 from harness.results.errors import ComparisonError
 from harness.results.metrics import Method
 from harness.results.verdicts import exit_meaning, is_simulated
-from harness.runs.ab import ABRunner, ab_result
+from harness.runs.ab import ABRunner, ab_result, finished
 from harness.runs.budget import Budget
 from harness.runs.plan import (
     default_refs,
@@ -299,7 +299,7 @@ def ab(
     try:
         outcome = runner.run()
     except KeyboardInterrupt:
-        if not any(r.get(a) for r in runner.rounds for a in ("base", "head", "null")):
+        if not finished(runner.rounds):
             interrupted(f"no run had finished (logs: {stamp_dir})")
         console.print("interrupted: every server was stopped")
         outcome = runner.outcome(problem="interrupted before the last round")

@@ -28,7 +28,6 @@ class GaugeWatch:
     names: tuple[str, ...]
     scale: float = 1.0
     peak: float | None = None
-    scrapes: int = 0
 
     @property
     def source(self) -> str:
@@ -36,7 +35,6 @@ class GaugeWatch:
         return f"server /metrics: {' + '.join(self.names)}{scaled}"
 
     def take(self, snap: Snapshot) -> None:
-        self.scrapes += 1
         total = gauge_total(snap, self.names)
         if total is not None:
             value = total * self.scale
@@ -49,4 +47,4 @@ class GaugeWatch:
             await asyncio.sleep(EVERY_S)
 
     def reset(self) -> None:
-        self.peak, self.scrapes = None, 0
+        self.peak = None

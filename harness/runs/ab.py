@@ -19,6 +19,7 @@ from harness.runs.cold import Measured, measure_cold, server_log
 from harness.runs.measure import Started, start_arm
 from harness.runs.plan import ArmPlan
 from harness.stats.compare import (
+    ARMS,
     Comparison,
     ComparisonError,
     check_fingerprints,
@@ -81,7 +82,7 @@ class ABRunner:
         metric is undecided (docs/statistics.md, "Sequential stopping"); a workload mismatch or
         an invalid run stops after the round that shows it (the verdict is INVALID whatever
         follows). Each round records its wall time."""
-        names = [n for n in ("base", "head", "null") if n in self.plans]
+        names = [n for n in ARMS if n in self.plans]
         self.rounds, crash, target, mismatch = [], None, self.schedule.looks[0], None
         rounds = self.rounds
         invalid = False
@@ -228,9 +229,10 @@ class ABRunner:
             problems.append(
                 f"arm {crash['arm']} crashed in round {crash['round']}: {crash['message']}"
             )
-        ran = any(r.get(a) for r in rounds for a in ("base", "head", "null"))
         try:
-            if problem is None and (ran or crash is None):  # a failed start alone says it all
+            if problem is None and (
+                finished(rounds) or crash is None
+            ):  # a failed start alone says it all
                 return compare_rounds(
                     complete or rounds,
                     self.suite.gate,
@@ -278,15 +280,20 @@ def has_invalid_run(record: dict, names: list[str]) -> bool:
     return any(record.get(n) and not record[n].get("valid", False) for n in names)
 
 
+def finished(rounds: list[dict]) -> list[dict]:
+    """The rounds in which at least one arm's run finished."""
+    return [r for r in rounds if any(r.get(a) for a in ARMS)]
+
+
 def workload_mismatch(rounds: list[dict]) -> str | None:
     """Why the runs so far are not the same workload, naming what differs; None if they are."""
-    ran = [r for r in rounds if any(r.get(a) for a in ("base", "head", "null"))]
+    ran = finished(rounds)
     if not ran:  # nothing ran yet (a start failed): nothing to compare, no mismatch
         return None
     try:
         check_fingerprints(ran)
     except ComparisonError as e:
-        runs = [r[a] for r in rounds for a in ("base", "head", "null") if r.get(a)]
+        runs = [r[a] for r in ran for a in ARMS if r.get(a)]
         diff = next(
             (d for run in runs[1:] if (d := workload_diff(runs[0].get("workload") or {},
                                                          run.get("workload") or {}))),

@@ -7,10 +7,9 @@ the arguments file the server reads (server.args)."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
-from helpers import SCRIPTED_SERVER
+from helpers import SCRIPTED_SERVER, git
 
 SERVE = (  # {device}: where the harness places it; the lock is that device's memory
     "{{python}} server.py --port {{port}} --model {{model}} {{flags}} @server.args "
@@ -60,10 +59,7 @@ class GpuRepo:
         self.git("commit", "-qm", "server: 40 ms to the first token, 20 ms a token, 1 GB")
 
     def git(self, *args: str) -> str:
-        return subprocess.run(
-            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-            cwd=self.path, check=True, capture_output=True, text=True,
-        ).stdout.strip()  # fmt: skip
+        return git(self.path, *args)
 
     def _write_args(self) -> None:
         lines = [x for k, v in self.args.items() for x in (f"--{k}", v)]

@@ -10,7 +10,7 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
-from helpers import SCRIPTED_SERVER
+from helpers import SCRIPTED_SERVER, git
 from helpers.cli import harness
 
 BUILD = """\
@@ -69,10 +69,7 @@ class ProjectRepo:
         self.git("commit", "-qm", "server: answer in 20 ms")
 
     def git(self, *args: str) -> str:
-        return subprocess.run(
-            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-            cwd=self.path, check=True, capture_output=True, text=True,
-        ).stdout.strip()  # fmt: skip
+        return git(self.path, *args)
 
     def commit(self, subject: str, ttft: str | None = None, readme: str | None = None) -> str:
         if ttft is not None:

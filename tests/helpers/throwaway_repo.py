@@ -6,7 +6,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from helpers import REPO
+from helpers import REPO, git
 
 TIGHT_CAP = (  # the seed's boundary regression: the prefill token cap re-derived as mbp*chunk
     "return 2 * max_batch_prefill * prefill_chunk_size",
@@ -31,13 +31,7 @@ class ThrowawayRepo:
         self.git("commit", "-qm", "base")
 
     def git(self, *args: str) -> str:
-        return subprocess.run(
-            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-            cwd=self.path,
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
+        return git(self.path, *args)
 
     def commit(self, subject: str, path: str, old: str | None = None, new: str = "") -> str:
         """Replace `old` by `new` in `path` (append `new` when old is None), commit; the sha."""

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 from helpers import REPO
+from helpers import git as run_git
 from helpers.arms import scripted
 from helpers.cli import harness
 from helpers.processes import unique_marker
@@ -76,13 +77,7 @@ def throwaway_repo(tmp_path: Path) -> tuple[Path, str, str]:
             shutil.copy2(REPO / f, repo / f)
 
     def git(*args: str) -> str:
-        return subprocess.run(
-            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-            cwd=repo,
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
+        return run_git(repo, *args)
 
     git("init", "-q", "-b", "main")
     git("add", "-A")
