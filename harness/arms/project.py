@@ -77,8 +77,13 @@ class Project:
         return replace(self, **keys, env=tuple(env.items()), isolated={})
 
 
-def find_project(root: Path) -> Project:
-    """The project file at the root of the repository `root`."""
+def find_project(root: Path, path: Path | None = None) -> Project:
+    """The project file at the root of the repository `root`, or the one `path` names
+    (`--project`: a CI job judges a pull request by its base branch's file)."""
+    if path is not None:
+        if not path.is_file():
+            raise ProjectError(f"--project {path}: no such file")
+        return load_project(path)
     path = root / FILE_NAME
     if not path.is_file():
         raise ProjectError(

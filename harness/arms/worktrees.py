@@ -135,9 +135,34 @@ def checkout(repo: Path, ref: str) -> Checkout:
                 os.utime(path)  # its last use: what `harness gc` goes by
                 return Checkout(ref, sha, path, repo=repo)
         except RefError:
-            pass
+            if not _registered(repo, path):
+                reattach(repo, path, sha)
+                return Checkout(ref, sha, path, repo=repo)
         _git(repo, "worktree", "remove", "--force", str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     _git(repo, "worktree", "prune")
     _git(repo, "worktree", "add", "--detach", "--force", str(path), sha)
     return Checkout(ref, sha, path, repo=repo)
+
+
+def _registered(repo: Path, path: Path) -> bool:
+    listed = _git(repo, "worktree", "list", "--porcelain").splitlines()
+    return f"worktree {path.resolve()}" in listed
+
+
+def reattach(repo: Path, path: Path, sha: str) -> None:
+    """A cached worktree this clone does not know (a CI cache restored into a new clone) made
+    one of its worktrees again, at `sha`, keeping its untracked files (what a build left): a
+    commit's build is reused, not redone. Tracked files are set to the commit's; git rewrites
+    only those whose content differs."""
+    kept = path.with_name(path.name + ".restored")
+    path.rename(kept)
+    _git(repo, "worktree", "prune")
+    _git(repo, "worktree", "add", "--detach", "--no-checkout", "--force", str(path), sha)
+    (kept / ".git").unlink(missing_ok=True)
+    (path / ".git").rename(kept / ".git")
+    path.rmdir()
+    kept.rename(path)
+    _git(path, "reset", "-q")  # the index from the commit, no file written
+    subprocess.run(["git", "-C", str(path), "update-index", "-q", "--refresh"], capture_output=True)
+    _git(path, "reset", "-q", "--hard")

@@ -26,6 +26,7 @@ from harness.cli.options import (
     dry_run_option,
     harness_command,
     print_plan,
+    project_option,
     report_options,
     residency_option,
     side_options,
@@ -202,6 +203,7 @@ def ab_ending(result: dict, out_dir: Path, interrupted: bool = False) -> Ending:
 @workload_options
 @api_key_option
 @dry_run_option
+@project_option
 @residency_option
 @devices_option
 @budget_option
@@ -219,6 +221,7 @@ def ab(
     isolated,
     api_key,
     dry_run,
+    project_file,
     residency,
     devices,
     budget_minutes,
@@ -261,7 +264,7 @@ def ab(
         if summary_file:
             checked_summary(summary_file)
         stamp_dir = writable_dir(out_dir / "logs" / suite.name)
-        ctx = arm_context(sides, suite, model, flags, isolated, api_key, not dry_run)
+        ctx = arm_context(sides, suite, model, flags, isolated, api_key, not dry_run, project_file)
         plans = {n: plan_arm(n, s, ctx) for n, s in sides.items()}
         if null_arm:
             plans["null"] = plan_arm("null", sides["base"], ctx)

@@ -25,6 +25,7 @@ from harness.cli.options import (
     devices_option,
     dry_run_option,
     harness_command,
+    project_option,
     report_options,
     residency_option,
 )
@@ -109,6 +110,7 @@ def print_path(console: Console, data: dict) -> None:
 )
 @api_key_option
 @dry_run_option
+@project_option
 @residency_option
 @devices_option
 @report_options
@@ -124,6 +126,7 @@ def bisect(
     isolated,
     api_key,
     dry_run,
+    project_file,
     residency,
     devices,
     out_dir,
@@ -153,7 +156,7 @@ def bisect(
         repo = repo_root(Path.cwd())
         commits = first_parent_commits(repo, good_ref, bad_ref)
         good = commit_info(repo, good_ref)
-        project = find_project(repo)
+        project = find_project(repo, project_file)
         project.variant(isolated)  # no [server.isolated] for --isolated: said now
         placed_devices(devices, project, {})  # a malformed --devices: said now
         if summary_file:

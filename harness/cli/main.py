@@ -33,6 +33,7 @@ from harness.cli.options import (
     arm_context,
     dry_run_option,
     print_plan,
+    project_option,
     workload_options,
 )
 from harness.cli.outputs import OutputError, writable_file
@@ -155,6 +156,7 @@ def main() -> None:
 @workload_options
 @api_key_option
 @dry_run_option
+@project_option
 def run(
     suite_name,
     model,
@@ -174,6 +176,7 @@ def run(
     rate,
     api_key,
     dry_run,
+    project_file,
 ) -> None:
     """Start one arm cold, drive the suite's phases, print the summary, write the run JSON.
 
@@ -195,7 +198,7 @@ def run(
         named = out is not None
         out = writable_file(out or Path("results/runs") / f"{stamp}-{suite.name}.json")
         sides = default_refs({"arm": Side(ref, "", "", serve_cmd, url, pid)})
-        ctx = arm_context(sides, suite, model, flags, False, api_key, not dry_run)
+        ctx = arm_context(sides, suite, model, flags, False, api_key, not dry_run, project_file)
         plan = plan_arm("arm", sides["arm"], ctx)
     except (SuiteError, ArmError, RefError, ProjectError, OutputError) as exc:
         raise input_error(exc) from None

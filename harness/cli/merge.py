@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -27,7 +28,8 @@ from harness.results.errors import ComparisonError
 def merge(results, summary_file):
     """Merge the results of several A/B, sweep or bisect jobs (a CI matrix's shards) into one
     table of suite x machine x metric -> verdict, and exit with the worst shard's code:
-    2 if any is invalid, else 1 if any regressed, else 0.
+    2 if any is invalid, else 1 if any regressed, else 0. In a GitHub Actions step it also
+    sets the step's outputs `verdict` and `exit-code`.
 
     \b
     harness merge results/*-boundary-spill-*.json results/*-long-transient-*.json
@@ -42,4 +44,18 @@ def merge(results, summary_file):
     text = merged_markdown(shards)
     click.echo(text, nl=False)
     write_summary(lambda: text, summary_file)
-    sys.exit(worst(shards)[1])
+    verdict, code = worst(shards)
+    step_outputs({"verdict": verdict, "exit-code": str(code)})
+    sys.exit(code)
+
+
+def step_outputs(values: dict[str, str]) -> None:
+    """A GitHub Actions step's outputs (`steps.ID.outputs.verdict`), when $GITHUB_OUTPUT is
+    set; a file that cannot be written is one `error:` line and leaves the exit code alone."""
+    if not (path := os.environ.get("GITHUB_OUTPUT")):
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.writelines(f"{k}={v}\n" for k, v in values.items())
+    except OSError as exc:
+        click.echo(f"error: step outputs not written: {path}: {exc.strerror or exc}", err=True)

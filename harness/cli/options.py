@@ -227,6 +227,20 @@ def sides_from(opts: dict, base_ref: str | None, head_ref: str | None) -> dict[s
     }
 
 
+def project_option(command: Callable) -> Callable:
+    return click.option(
+        "--project",
+        "project_file",
+        envvar="SERVEGATE_PROJECT",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        metavar="FILE",
+        help="The project file that says how to build and serve a commit [default: "
+        "servegate.toml at the repository's root; env: SERVEGATE_PROJECT]. CI passes the "
+        "base branch's, so a pull request cannot change how it is judged.",
+    )(command)
+
+
 def dry_run_option(command: Callable) -> Callable:
     return click.option(
         "--dry-run",
@@ -274,15 +288,19 @@ def arm_context(
     isolated: bool,
     api_key: str,
     build: bool = True,
+    project_file: Path | None = None,
 ) -> Context:
     """The repository and project file when any arm is a git ref (raises RefError or
     ProjectError for a folder without them); `--isolated` only means something then."""
     if not check_sides(sides):
         if isolated:
             raise ArmError("--isolated applies to arms served from git refs, and none is")
+        if project_file:
+            raise ArmError("--project applies to arms served from git refs, and none is")
         return Context(suite, model=model, flags=flags, api_key=api_key)
     repo = repo_root(Path.cwd())
-    return Context(suite, repo, find_project(repo), model, flags, isolated, api_key, build)
+    project = find_project(repo, project_file)
+    return Context(suite, repo, project, model, flags, isolated, api_key, build)
 
 
 class BadFile(click.ClickException):

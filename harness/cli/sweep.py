@@ -20,6 +20,7 @@ from harness.cli.options import (
     dry_run_option,
     harness_command,
     print_plan,
+    project_option,
     report_options,
     side_options,
     sides_from,
@@ -134,6 +135,7 @@ def _sides(one: Side, base_ref, head_ref, opts) -> dict[str, Side]:
 )
 @api_key_option
 @dry_run_option
+@project_option
 @report_options
 def sweep(
     suite_name,
@@ -157,6 +159,7 @@ def sweep(
     isolated,
     api_key,
     dry_run,
+    project_file,
     out_dir,
     ready_timeout,
     quiet,
@@ -197,7 +200,7 @@ def sweep(
         suite = load_suite(suite_name)
         if summary_file:
             checked_summary(summary_file)
-        ctx = arm_context(sides, suite, model, flags, isolated, api_key, not dry_run)
+        ctx = arm_context(sides, suite, model, flags, isolated, api_key, not dry_run, project_file)
         plans = {n: plan_arm(n, s, ctx) for n, s in sides.items()}
         if len(plans) == 2:
             label_arms(plans, sides)

@@ -9,8 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from harness.arms.worktrees import cache_dir
+from harness.arms.worktrees import cache_dir, checkout
 
+from helpers import git
 from helpers.project_repo import ProjectRepo
 
 
@@ -108,3 +109,30 @@ def test_gc_keeps_a_worktree_a_running_harness_holds_and_says_why(tmp_path):
         holder.communicate("")
     r = repo.harness("gc", "--older-than", "0", cache=cache)  # released: now it goes
     assert f"removed {sha[:10]}" in r.stdout and not worktree.exists(), r.stdout
+
+
+def test_a_worktree_restored_into_a_new_clone_is_reattached_with_its_build(tmp_path, monkeypatch):
+    """A CI cache restores ~/.cache/servegate into a fresh clone: the cached worktree's .git
+    names a clone that is gone. It becomes the new clone's worktree again, its build kept, its
+    unchanged files untouched, a tracked file changed in the cache put back."""
+    monkeypatch.setenv("SERVEGATE_CACHE", str(tmp_path / "cache"))
+    repo, moved = tmp_path / "workspace", tmp_path / "old-clone"
+    repo.mkdir()
+    for name in ("server.py", "README"):
+        (repo / name).write_text(f"{name} at the commit\n")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "server")
+    sha = git(repo, "rev-parse", "HEAD")
+    co = checkout(repo, sha)
+    (co.path / "build.out").write_text("built")
+    (co.path / "README").write_text("edited in the cache")
+    os.utime(co.path / "server.py", (1_000_000_000, 1_000_000_000))
+    repo.rename(moved)  # the job ends; the next job clones afresh at the same path
+    git(tmp_path, "clone", "-q", str(moved), str(repo))
+    again = checkout(repo, sha)
+    assert again.path == co.path and git(again.path, "rev-parse", "HEAD") == sha
+    assert (again.path / "build.out").read_text() == "built"
+    assert (again.path / "README").read_text() == "README at the commit\n"
+    assert (again.path / "server.py").stat().st_mtime == 1_000_000_000
+    assert f"worktree {again.path}" in git(repo, "worktree", "list", "--porcelain")
