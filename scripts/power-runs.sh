@@ -10,7 +10,7 @@
 #   FACTORS= sh scripts/power-runs.sh 2            # only A/A runs
 set -u
 N=${1:-5}
-OUT=${2:-results/power-runs-$(date -u +%Y%m%d-%H%M%S).tsv}
+OUT=${2:-results/$(date -u +%Y-%m-%d)-power-runs/$(date -u +%H%M%S).tsv}  # a dated folder (results/README.md)
 FACTORS=${FACTORS-1.2}  # empty: no seeded run
 BUSY=${BUSY:-0}
 HARNESS=${HARNESS:-.venv/bin/harness}

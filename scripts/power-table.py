@@ -2,9 +2,9 @@
 noise per round (sd of ln head/base), the per-arm CV it implies, the smallest regression the
 default schedule catches 4 times in 5 at that noise, and the minutes per round and to the verdict.
 
-    .venv/bin/python scripts/power-table.py results/*short-concurrency*.json
-    .venv/bin/python scripts/power-table.py --series results/power-runs/quiet.tsv
-    .venv/bin/python scripts/power-table.py --spread itl_p50_ms,tpot_ms results/*.json
+    .venv/bin/python scripts/power-table.py results/*/*short-concurrency*.json
+    .venv/bin/python scripts/power-table.py --series results/2026-11-30-power-runs/quiet.tsv
+    .venv/bin/python scripts/power-table.py --spread itl_p50_ms,tpot_ms results/*/*.json
 
 With --series, one row per run of a scripts/power-runs.sh TSV: exit code, wall time, verdict,
 rounds, seconds per round and each interval-judged metric's noise per round. With --spread, one
