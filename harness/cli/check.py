@@ -51,7 +51,9 @@ from harness.workload.suite import SuiteError, load_suite, override
     metavar="NAME_OR_PATH",
     help="The suite the gate runs: a shipped name (`harness suites`) or a .toml path.",
 )
-@click.option("--ref", default="HEAD", show_default=True, help="The commit to build and serve.")
+@click.option(
+    "--ref", default="HEAD", show_default=True, metavar="REF", help="The commit to build and serve."
+)
 @click.option("--model", default=None, help="Model to serve [default: servegate.toml's, else "
               "the suite's].")  # fmt: skip
 @click.option("--flags", default=None, help="Server flags, replacing the suite's.")
@@ -94,7 +96,7 @@ def check(
     plan of `harness ab`: the arms, the suite, where and how many servers run at once, the
     rounds, and the minutes of one round and of the whole gate (the builds of both arms
     included). Exit 0 when all of that worked; 2 with one line (and the build's or the
-    server's log tail) when the file, the build, the start or the request failed.
+    server's log tail) when the file, the build, the start, the request or the cold run failed.
 
     \b
     harness check
