@@ -114,6 +114,8 @@ def check(
         plan = plan_arm("head", side, ctx)
         plans = {"base": replace(plan, name="base"), "head": plan}
         devices = placed_devices(devices, ctx.project, plans)
+        if devices:  # the check runs where the gate's first arm would
+            plan = replace(plan, arm=replace(plan.arm, device=devices[0]))
         budget_minutes = budget_minutes or ctx.project.budget_minutes
         log_dir = fresh_dir(writable_dir(Path("results") / "logs" / "check"))
         built = build(ctx.project, plan.checkout)
