@@ -117,8 +117,9 @@ def check(
         if devices:  # the check runs where the gate's first arm would
             plan = replace(plan, arm=replace(plan.arm, device=devices[0]))
         budget_minutes = budget_minutes or ctx.project.budget_minutes
-        log_dir = fresh_dir(writable_dir(Path("results") / "logs" / "check"))
+        writable_dir(Path("results") / "logs" / "check")
         built = build(ctx.project, plan.checkout)
+        log_dir = fresh_dir(Path("results") / "logs" / "check")  # this check's own
     except (SuiteError, ArmError, RefError, ProjectError, OutputError) as exc:
         raise input_error(exc) from None
     label = plan.desc["label"]
