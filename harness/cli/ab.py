@@ -18,6 +18,8 @@ from harness.cli.errors import InputError, input_error, shown
 from harness.cli.finish import Ending, finish, interrupted
 from harness.cli.options import (
     COSTS,
+    MAX_ROUNDS,
+    ROUNDS,
     api_key_option,
     arm_context,
     budget_option,
@@ -170,14 +172,14 @@ def ab_ending(result: dict, out_dir: Path, interrupted: bool = False) -> Ending:
 @click.option(
     "--rounds",
     type=click.IntRange(2, 100),
-    default=3,
+    default=ROUNDS,
     show_default=True,
     help="Rounds before the first look; each starts every arm cold, in rotating (ABBA) order.",
 )
 @click.option(
     "--max-rounds",
     type=click.IntRange(2, 200),
-    default=9,
+    default=MAX_ROUNDS,
     show_default=True,
     help="Looks at --rounds, +2, +4, ... up to this: rounds are added while a metric is "
     "INCONCLUSIVE and none REGRESSED; each look spends its share of the gate's 1% "

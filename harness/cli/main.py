@@ -22,10 +22,12 @@ from harness.arms.worktrees import RefError
 from harness.cli import signals
 from harness.cli.ab import ab, compare, report
 from harness.cli.bisect import bisect
+from harness.cli.check import check
 from harness.cli.errors import EXIT_INVALID, InputError, input_error, one_line
 from harness.cli.export import export
 from harness.cli.gc import gc
 from harness.cli.history import history, publish
+from harness.cli.init import init
 from harness.cli.merge import merge
 from harness.cli.options import (
     SECONDS,
@@ -91,6 +93,8 @@ def main() -> None:
     harness export RUN.json --out F    a run in vLLM's `bench serve` result shape
     harness sim run --suite S --costs C the engine's scheduler on a virtual clock, in seconds
     harness suites                     list the shipped load suites
+    harness init                       write servegate.toml and a CI workflow for this repository
+    harness check                      build HEAD, send one request, say what a gate costs
     harness run --suite smoke          start the working tree's server cold and measure it
     harness run --suite smoke --serve-cmd "llama-server -m M.gguf --port {port}"
     harness run --suite smoke --url http://127.0.0.1:8000 --pid 1234
@@ -280,6 +284,8 @@ main.add_command(publish)
 main.add_command(gc)
 main.add_command(export)
 main.add_command(sim)
+main.add_command(init)
+main.add_command(check)
 
 
 if __name__ == "__main__":

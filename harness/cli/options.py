@@ -41,6 +41,7 @@ class Finite(click.ParamType):
 
 
 SECONDS = Finite(0, math.inf, "number of seconds > 0")
+ROUNDS, MAX_ROUNDS = 3, 9  # a gate's first look, and its last
 RATE = Finite(0, math.inf, "rate > 0 (requests per second)")
 
 

@@ -205,7 +205,7 @@ async def _drive(
     exited = _exit_probe(arm, launcher)
     clients = max(p.clients for p in suite.phases)
     async with make_session(clients, api_key=arm.api_key) as session:
-        model = await _served_model(session, server.url, arm.model)
+        model = await served_model(session, server.url, arm.model)
         counter = TokenCounter(session, server.url, model)
         extras = {"served_model": model, "tokenizer": await counter.detect()}
         driver = LoadDriver(session, server.url, model, t0)
@@ -249,7 +249,7 @@ async def _prompts(counter: TokenCounter, phase: Phase) -> list:
     return await build_prompts(counter, draw_lengths(phase), phase.prefix_tokens, phase.seed, chat)
 
 
-async def _served_model(session: aiohttp.ClientSession, base: str, wanted: str) -> str:
+async def served_model(session: aiohttp.ClientSession, base: str, wanted: str) -> str:
     """The model id to send: `wanted` if the server lists it, else its only model, else wanted."""
     try:
         async with session.get(base + "/v1/models") as resp:

@@ -1,0 +1,69 @@
+"""The GitHub Actions workflow `harness init` writes beside servegate.toml: every pull request
+gated by the servegate action, on a GPU runner for a GPU server. The template is this module's
+text, so it ships inside the package."""
+
+from __future__ import annotations
+
+from harness.adopt.shapes import Shape
+
+PATH = ".github/workflows/servegate.yml"
+SUITE = "short-concurrency"  # a shipped suite: 4 chat clients, 512-token prompts
+BUDGET_MINUTES = 45
+TEMPLATE = """\
+# Gates every pull request: servegate builds the pull request's base and head as servegate.toml
+# says, starts each cold in every round, loads both with the same suite and comments the verdict
+# (exit 1 on a regression). Written by `harness init`; check the runner, the suite and the budget
+# (`harness check` measures what a gate costs on your machine).
+name: servegate
+
+on:
+  pull_request:
+
+permissions:
+  contents: read
+  pull-requests: write  # the verdict as a comment on the pull request
+
+concurrency:  # a new push to a pull request stops the gate still running for the last one
+  group: servegate-${{ github.ref }}
+  cancel-in-progress: true
+
+jobs:
+  gate:
+@RUNNER@
+    timeout-minutes: 60  # the budget below, the builds' setup and the report
+    steps:
+      - uses: actions/checkout@v4
+        with:
+          fetch-depth: 0  # the base branch's commits: both arms are built from this clone
+      - uses: actions/setup-python@v5
+        with:
+          python-version: "3.11"
+@MODEL@      - uses: servegate/servegate@v1
+        with:
+          suites: @SUITE@  # shipped suites: `harness suites`; or paths to your own .toml
+          budget-minutes: @BUDGET@  # builds included: the rounds are planned to end inside it
+          # also: base (default: the pull request's base branch), head (default: HEAD),
+          # project (default: servegate.toml), comment and history ("true"/"false"),
+          # args (more arguments for `harness ab`, such as "--devices 0,1")
+"""
+GPU_RUNNER = """\
+    # check: a GPU server needs a self-hosted runner with a GPU; these are its labels
+    runs-on: [self-hosted, gpu]"""
+CPU_RUNNER = """\
+    # check: GitHub's hosted runner (2 to 4 cores); a busy runner makes a noisy gate
+    runs-on: ubuntu-latest"""
+
+
+MODEL_STEP = """\
+      # check: the model servegate.toml names must be on the runner (or a step here fetch it)
+"""
+
+
+def workflow_text(shape: Shape) -> str:
+    runner = GPU_RUNNER if shape.gpu else CPU_RUNNER
+    return (
+        TEMPLATE.replace("@RUNNER@", runner)
+        .replace("@MODEL@", MODEL_STEP if shape.model else "")
+        .replace("@SUITE@", SUITE)
+        .replace("@BUDGET@", str(BUDGET_MINUTES))
+    )

@@ -1,0 +1,229 @@
+"""`harness check`: before the first gate, try the project file on one commit: build it, start
+it, send one streamed request and say what came back, time one cold run of the suite, and print
+the plan a gate would follow with what it would cost."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from harness.adopt.estimate import AT_ONCE, ONE_AT_A_TIME, TOGETHER, estimate
+from harness.arms.arms import ArmError
+from harness.arms.builds import build
+from harness.arms.launcher import LaunchError, log_tail
+from harness.arms.project import FILE_NAME, ProjectError
+from harness.arms.worktrees import RefError, repo_root
+from harness.cli.errors import EXIT_INVALID, InputError, input_error, one_line, shown
+from harness.cli.options import (
+    MAX_ROUNDS,
+    ROUNDS,
+    SECONDS,
+    api_key_option,
+    arm_context,
+    budget_option,
+    check_rounds,
+    devices_option,
+    residency_option,
+    servers_line,
+    workload_options,
+)
+from harness.cli.outputs import OutputError, fresh_dir, writable_dir
+from harness.escape import terminal
+from harness.report.display import LiveProgress
+from harness.runs.cold import measure_cold, server_log
+from harness.runs.first_request import first_request
+from harness.runs.measure import start_arm
+from harness.runs.plan import Side, placed_devices, plan_arm, together
+from harness.stats.sequential import Schedule
+from harness.workload.suite import SuiteError, load_suite, override
+
+
+@click.command()
+@click.option(
+    "--suite",
+    "suite_name",
+    default="short-concurrency",
+    show_default=True,
+    metavar="NAME_OR_PATH",
+    help="The suite the gate runs: a shipped name (`harness suites`) or a .toml path.",
+)
+@click.option(
+    "--ref", default="HEAD", show_default=True, metavar="REF", help="The commit to build and serve."
+)
+@click.option("--model", default=None, help="Model to serve [default: servegate.toml's, else "
+              "the suite's].")  # fmt: skip
+@click.option("--flags", default=None, help="Server flags, replacing the suite's.")
+@click.option(
+    "--rounds",
+    type=click.IntRange(2, 100),
+    default=ROUNDS,
+    show_default=True,
+    help="The gate's rounds before its first look (as `harness ab --rounds`).",
+)
+@click.option(
+    "--max-rounds",
+    type=click.IntRange(2, 200),
+    default=MAX_ROUNDS,
+    show_default=True,
+    help="The most rounds the gate runs (as `harness ab --max-rounds`).",
+)
+@click.option(
+    "--ready-timeout",
+    type=SECONDS,
+    default=None,
+    help="Seconds the server may take to start [default: servegate.toml's ready_timeout, "
+    "else 180].",
+)
+@click.option("--quiet", is_flag=True, help="No live progress display.")
+@devices_option
+@residency_option
+@budget_option
+@workload_options
+@api_key_option
+def check(
+    suite_name, ref, model, flags, rounds, max_rounds, ready_timeout, quiet, devices, residency,
+    budget_minutes, clients, requests, prompt_tokens, max_tokens, rate, api_key,
+) -> None:  # fmt: skip
+    """Try servegate.toml on one commit and say what a gate of it would cost.
+
+    Builds REF as servegate.toml says (once per commit, cached as every verb's builds are),
+    starts it, sends one streamed chat request and prints what came back (the first token's
+    time, the tokens, the text), then times one cold run of the suite on it and prints the
+    plan of `harness ab`: the arms, the suite, where and how many servers run at once, the
+    rounds, and the minutes of one round and of the whole gate (the builds of both arms
+    included). Exit 0 when all of that worked; 2 with one line (and the build's or the
+    server's log tail) when the file, the build, the start, the request or the cold run failed.
+
+    \b
+    harness check
+    harness check --suite smoke --requests 4
+    harness check --ref main --devices 0,1 --budget-minutes 45
+    """
+    check_rounds(rounds, max_rounds)
+    console = Console(stderr=True)
+    _project_here()
+    try:
+        suite = override(load_suite(suite_name), clients=clients, requests=requests,
+                         prompt_tokens=prompt_tokens, max_tokens=max_tokens, rate=rate)  # fmt: skip
+        side = Side(ref)
+        ctx = arm_context({"head": side}, suite, model, flags, False, api_key, build=False)
+        plan = plan_arm("head", side, ctx)
+        plans = {"base": replace(plan, name="base"), "head": plan}
+        devices = placed_devices(devices, ctx.project, plans)
+        if devices:  # the check runs where the gate's first arm would
+            plan = replace(plan, arm=replace(plan.arm, device=devices[0]))
+        budget_minutes = budget_minutes or ctx.project.budget_minutes
+        writable_dir(Path("results") / "logs" / "check")
+        built = build(ctx.project, plan.checkout)
+        log_dir = fresh_dir(Path("results") / "logs" / "check")  # this check's own
+    except (SuiteError, ArmError, RefError, ProjectError, OutputError) as exc:
+        raise input_error(exc) from None
+    label = plan.desc["label"]
+    click.echo(terminal(f"{label}: " + (
+        "no build step" if built is None
+        else "built before (cached): its time is not counted below" if built.cached
+        else f"built in {built.seconds:.1f} s"
+    )))  # fmt: skip
+    _ask(console, plan, log_dir, ready_timeout, quiet)
+    progress = lambda label: LiveProgress(console, label, disabled=quiet)  # noqa: E731
+    run, crash = measure_cold(suite, plan, log_dir, round_no=1, label="cold run ",
+                              progress=progress, ready_timeout_s=ready_timeout)  # fmt: skip
+    if crash:
+        _failed(console, f"the cold run of {suite.name} failed: {crash['message']}",
+                crash["log_tail"])  # fmt: skip
+    if not run["valid"]:
+        reasons = "; ".join(run.get("invalid_reasons") or []) or "no reason given"
+        _failed(console, f"the cold run of {suite.name} was invalid: {reasons}", "")
+    click.echo(f"cold run: {run['duration_s']:.1f} s ({run['server']['startup_s']:.1f} s to "
+               "start, then the load)")  # fmt: skip
+    looks = Schedule.plan(rounds, max_rounds, block=len(devices) if len(devices) > 1 else 1).looks
+    click.echo(terminal(f"arms: base (the pull request's base) and head ({ref}), each built "
+                        "once and started cold in every round"))  # fmt: skip
+    click.echo(terminal(f"suite: {suite.name}"))
+    click.echo(terminal(f"servers: {servers_line(plans, residency, devices)}"))
+    click.echo(f"rounds: {looks[0]}, up to {looks[-1]} (looks at {', '.join(map(str, looks))})")
+    _cost(run, plans, looks, built, together(plans, residency, devices), devices, budget_minutes)
+    click.echo(f"logs: {log_dir}")
+
+
+def _ask(console: Console, plan, log_dir: Path, ready_timeout: float | None, quiet: bool) -> None:
+    """Start the arm, send it one streamed chat request, say what came back, stop it; a start
+    or a request that fails is exit 2 with the server log's tail."""
+    label, arm = plan.desc["label"], plan.arm
+    try:
+        with LiveProgress(console, "start ", disabled=quiet) as progress:
+            started = start_arm(arm, server_log(log_dir, 0, "check"), ready_timeout, progress)
+    except LaunchError as exc:
+        _failed(console, f"{label} did not start: {exc}", exc.log_tail)
+    try:
+        server = started.server
+        ready = f"ready in {server.startup_s:.1f} s at {server.url}{server.ready_path}"
+        click.echo(terminal(ready))
+        answer = first_request(server.url, arm.model, arm.api_key)
+    finally:
+        exit_code = started.launcher.exit_code()
+        started.launcher.stop()
+    rec = answer.record
+    if not rec.ok or rec.first_token is None:
+        why = rec.error or (f"HTTP {rec.status}" if rec.status != 200 else "no token came back")
+        gone = f" (the server exited with code {exit_code})" if exit_code is not None else ""
+        tail = log_tail(started.launcher.log_path)
+        _failed(console, f"the request to {label} failed{gone}: {why}", tail)
+    click.echo(terminal(
+        f"request: model {answer.model}: {rec.tokens} token(s), the first after "
+        f"{rec.ttft_s * 1000:.0f} ms, {rec.e2e_s * 1000:.0f} ms in all: {answer.text.strip()!r}"
+    ))  # fmt: skip
+
+
+def _cost(run: dict, plans: dict, looks: tuple, built, at_once_together: bool, devices: tuple,
+          budget_minutes: float | None) -> None:  # fmt: skip
+    """The minutes of one round and of the gate, from the cold run's time."""
+    how = AT_ONCE if len(devices) > 1 else TOGETHER if at_once_together else ONE_AT_A_TIME
+    build_s = built.seconds if built else 0.0
+    cost = estimate(run["duration_s"], run["server"]["startup_s"], how, looks[0], looks[-1],
+                    build_s, len(plans))  # fmt: skip
+    click.echo(f"one round: {_minutes(cost.round_s)} ({len(plans)} arms, {how})")
+    builds = (
+        "no builds" if built is None
+        else "the builds are cached here: not counted" if built.cached
+        else f"{len(plans)} builds of {build_s:.0f} s included"
+    )  # fmt: skip
+    click.echo(f"gate: {_minutes(cost.first_look_s)} at {looks[0]} rounds, "
+               f"{_minutes(cost.most_s)} at {looks[-1]} ({builds})")  # fmt: skip
+    if budget_minutes:
+        fits = cost.most_s <= budget_minutes * 60
+        click.echo(f"budget: {budget_minutes:g} min: " + (
+            f"holds all {looks[-1]} rounds" if fits
+            else "ends before the last look: the gate stops at the rounds that fit"
+        ))  # fmt: skip
+
+
+def _project_here() -> None:
+    """A repository with a project file, or the one line that says which is missing."""
+    try:
+        root = repo_root(Path.cwd())
+    except RefError:
+        raise InputError(
+            "not in a git repository: harness check builds and serves a commit of the "
+            "repository it runs in"
+        ) from None
+    if not (root / FILE_NAME).is_file():
+        raise InputError(f"no {FILE_NAME} in {root}: `harness init` writes one (docs/projects.md)")
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 60 else f"{seconds / 60:.1f} min"
+
+
+def _failed(console: Console, message: str, tail: str) -> None:
+    """One error line, the server log's tail below it, exit 2 (as `harness run` ends)."""
+    console.print(f"[bold red]error:[/] {shown(one_line(message))}", highlight=False,
+                  soft_wrap=True)  # fmt: skip
+    if tail:
+        tail = terminal(tail, multiline=True)
+        console.print(f"server log tail:\n{tail}", markup=False, highlight=False, soft_wrap=True)
+    sys.exit(EXIT_INVALID)

@@ -1,0 +1,51 @@
+"""`harness check` on the project file `harness init` wrote: a Python server (the scripted
+server) is built, started, asked once and run once cold, and the gate's plan is printed, exit 0;
+a server that exits at start is exit 2 with its log's tail; no project file is one line."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers.adopt_repos import python_server
+from helpers.cli import cli, one_line_error
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    monkeypatch.setenv("SERVEGATE_CACHE", str(tmp_path / "cache"))
+    repo = python_server(tmp_path / "tinyserve")
+    out = cli("init", cwd=repo)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return repo
+
+
+def test_check_asks_once_runs_once_and_prints_the_plan(repo):
+    out = cli("check", "--suite", "suite.toml", "--quiet", cwd=repo)
+    assert out.returncode == 0, out.stdout + out.stderr
+    said = dict(line.split(": ", 1) for line in out.stdout.splitlines() if ": " in line)
+    head = repo.joinpath(".git", "refs", "heads", "main").read_text()[:8]
+    assert said[f"HEAD@{head}"] == "no build step"
+    assert said["request"].startswith("model scripted: 16 token(s), the first after ")
+    assert said["arms"].startswith("base (the pull request's base) and head (HEAD)")
+    assert said["suite"] == "suite"
+    assert said["servers"] == "one-at-a-time"  # the file init wrote says so
+    assert said["rounds"] == "3, up to 9 (looks at 3, 5, 7, 9)"
+    assert said["one round"].endswith("(2 arms, one-at-a-time)")
+    assert " at 3 rounds, " in said["gate"] and said["gate"].endswith(" at 9 (no builds)")
+    assert "Traceback" not in out.stderr
+
+
+def test_a_server_that_exits_at_start_is_exit_2_with_its_log_tail(repo):
+    out = cli("check", "--suite", "suite.toml", "--quiet", "--flags", "--exit-at-start 3",
+              cwd=repo)  # fmt: skip
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "Traceback" not in out.stderr + out.stdout
+    lines = out.stderr.splitlines()
+    assert lines[0].startswith("error: HEAD@") and "exited with code 3" in lines[0]
+    assert "scripted server: exiting at start as asked" in lines  # the server log's tail
+    assert "request:" not in out.stdout and "gate:" not in out.stdout
+
+
+def test_no_project_file_is_one_line(repo):
+    (repo / "servegate.toml").unlink()
+    one_line_error(cli("check", cwd=repo), "harness init")

@@ -1,0 +1,105 @@
+"""`harness init`: a repository shaped like vLLM, SGLang, llama.cpp, TGI, a Cargo server or a
+Python server gets a servegate.toml that validates (and says what it assumed) and a workflow
+that gates its pull requests with the servegate action; nothing recognised, or a file already
+there, is exit 2 with one line and nothing written."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.arms.project import load_project
+from harness.workload.suite import shipped
+
+from helpers.adopt_repos import SHAPES, shaped_repo
+from helpers.cli import cli, one_line_error
+
+WORKFLOW = ".github/workflows/servegate.yml"
+# shape -> (what init says it recognised, the serve command, the build, a GPU runner)
+EXPECTED = {
+    "vllm": ("vLLM", "{worktree}/.venv/bin/vllm serve {model} --port {port} {flags}",
+             "VLLM_USE_PRECOMPILED=1 .venv/bin/pip install -e .", True),
+    "sglang": ("SGLang", "{worktree}/.venv/bin/python -m sglang.launch_server --model-path "
+               "{model} --port {port} {flags}", ".venv/bin/pip install -e './python[all]'", True),
+    "llama.cpp": ("llama.cpp", "{worktree}/build/bin/llama-server -m {model} --port {port} {flags}",
+                  "cmake -B build -DLLAMA_CURL=OFF -DCMAKE_BUILD_TYPE=Release && "
+                  "cmake --build build --target llama-server -j", False),
+    "tgi": ("TGI", "{worktree}/target/release/text-generation-launcher --model-id {model} "
+            "--port {port} {flags}", "cargo build --release", True),
+    "cargo": ("Cargo", "{worktree}/target/release/fast-serve --port {port} {flags}",
+              "cargo build --release --locked", False),
+    "python": ("Python", '{python} -c "import sys; from tiny_serve.cli import main; '
+               'sys.exit(main())" --port {port} {flags}', "", False),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_init_writes_a_project_file_that_validates_and_a_workflow(tmp_path, shape):
+    repo = shaped_repo(tmp_path / shape, SHAPES[shape])
+    out = cli("init", cwd=repo)
+    assert out.returncode == 0, out.stdout + out.stderr
+    kind, serve, build, gpu = EXPECTED[shape]
+    said = out.stdout.splitlines()
+    assert said[0].startswith(f"recognised: {kind}: ")
+    assumed = [line for line in said if line.startswith("assumed: ")]
+    assert assumed and all(len(line) > len("assumed: ") for line in assumed)
+    assert said[-3:-1] == ["wrote servegate.toml", f"wrote {WORKFLOW}"]
+
+    project = load_project(repo / "servegate.toml")
+    assert project.serve == serve
+    assert project.build.endswith(build) if build else project.build == ""
+    assert project.residency == "one-at-a-time"
+    text = (repo / "servegate.toml").read_text()
+    assert text.count("# check: ") >= len([a for a in assumed if "workflow" not in a])
+    if gpu:
+        assert project.ready_timeout == 900 and project.ready_path == "/health"
+        assert project.model == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    if shape == "vllm":  # its KV gauge needs a scale from the first start: commented out
+        assert project.gauges == ()
+        assert '# gauges = ["vllm:kv_cache_usage_perc"]' in text
+    if shape == "python":
+        assert dict(project.env) == {"PYTHONPATH": "src"}
+
+    workflow = (repo / WORKFLOW).read_text()
+    lines = [line.split("  # ")[0] for line in workflow.splitlines()]  # comments off
+    for line in (
+        "  pull_request:",
+        "  contents: read",
+        "  pull-requests: write",
+        "  group: servegate-${{ github.ref }}",
+        "  cancel-in-progress: true",
+        "      - uses: actions/checkout@v4",
+        "          fetch-depth: 0",
+        "      - uses: actions/setup-python@v5",
+        '          python-version: "3.11"',
+        "      - uses: servegate/servegate@v1",
+        "    runs-on: [self-hosted, gpu]" if gpu else "    runs-on: ubuntu-latest",
+    ):
+        assert line in lines, line
+    assert "          suites: short-concurrency" in lines and "short-concurrency" in shipped()
+    assert "          budget-minutes: 45" in lines
+
+
+def test_nothing_recognised_is_one_line_naming_what_was_looked_for(tmp_path):
+    files = {"README.md": "a library\n", "lib/__init__.py": "", "lib/__main__.py": "print(1)\n"}
+    repo = shaped_repo(tmp_path / "library", files)  # a __main__, but no endpoint in its source
+    out = cli("init", "--dir", str(repo), cwd=tmp_path)
+    one_line_error(out, "no server recognised")
+    for what in ("vLLM", "SGLang", "llama-server", "Cargo", "/v1/chat/completions"):
+        assert what in out.stderr
+    assert "docs/projects.md" in out.stderr
+    assert not (repo / "servegate.toml").exists() and not (repo / ".github").exists()
+
+
+@pytest.mark.parametrize("existing", ["servegate.toml", WORKFLOW])
+def test_an_existing_file_is_kept_unless_forced(tmp_path, existing):
+    repo = shaped_repo(tmp_path / "cargo", SHAPES["cargo"])
+    (repo / existing).parent.mkdir(parents=True, exist_ok=True)
+    (repo / existing).write_text("mine\n")
+    out = cli("init", cwd=repo)
+    one_line_error(out, f"{existing} exists")
+    assert (repo / existing).read_text() == "mine\n"
+    assert len(list(repo.rglob("servegate.*"))) == 1  # the other file was not written either
+    forced = cli("init", "--force", cwd=repo)
+    assert forced.returncode == 0, forced.stderr
+    assert (repo / existing).read_text() != "mine\n"
+    load_project(repo / "servegate.toml")
