@@ -27,6 +27,7 @@ from harness.cli.options import (
     budget_option,
     check_rounds,
     devices_option,
+    project_option,
     residency_option,
     servers_line,
     workload_options,
@@ -84,9 +85,10 @@ from harness.workload.suite import SuiteError, load_suite, override
 @budget_option
 @workload_options
 @api_key_option
+@project_option
 def check(
     suite_name, ref, model, flags, rounds, max_rounds, ready_timeout, quiet, devices, residency,
-    budget_minutes, clients, requests, prompt_tokens, max_tokens, rate, api_key,
+    budget_minutes, clients, requests, prompt_tokens, max_tokens, rate, api_key, project_file,
 ) -> None:  # fmt: skip
     """Try servegate.toml on one commit and say what a gate of it would cost.
 
@@ -105,12 +107,12 @@ def check(
     """
     check_rounds(rounds, max_rounds)
     console = Console(stderr=True)
-    _project_here()
+    _project_here(project_file)
     try:
         suite = override(load_suite(suite_name), clients=clients, requests=requests,
                          prompt_tokens=prompt_tokens, max_tokens=max_tokens, rate=rate)  # fmt: skip
         side = Side(ref)
-        ctx = arm_context({"head": side}, suite, model, flags, False, api_key, build=False)
+        ctx = arm_context({"head": side}, suite, model, flags, False, api_key, False, project_file)
         plan = plan_arm("head", side, ctx)
         plans = {"base": replace(plan, name="base"), "head": plan}
         devices = placed_devices(devices, ctx.project, plans)
@@ -202,7 +204,7 @@ def _cost(run: dict, plans: dict, looks: tuple, built, at_once_together: bool, d
         ))  # fmt: skip
 
 
-def _project_here() -> None:
+def _project_here(project_file: Path | None) -> None:
     """A repository with a project file, or the one line that says which is missing."""
     try:
         root = repo_root(Path.cwd())
@@ -211,7 +213,7 @@ def _project_here() -> None:
             "not in a git repository: harness check builds and serves a commit of the "
             "repository it runs in"
         ) from None
-    if not (root / FILE_NAME).is_file():
+    if project_file is None and not (root / FILE_NAME).is_file():
         raise InputError(f"no {FILE_NAME} in {root}: `harness init` writes one (docs/projects.md)")
 
 
