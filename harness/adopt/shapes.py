@@ -192,12 +192,15 @@ def _llama_cpp(files: Snapshot) -> Shape | None:
     return Shape(
         "llama.cpp", f"CMakeLists.txt with a llama-server target ({targets[0]})", "llama-server",
         "{worktree}/build/bin/llama-server -m {model} --port {port} {flags}",
-        build="cmake -B build -DLLAMA_CURL=OFF -DCMAKE_BUILD_TYPE=Release && "
-        "cmake --build build --target llama-server -j",
+        build="CCACHE_BASEDIR={worktree} CCACHE_NOHASHDIR=1 cmake -B build -DLLAMA_CURL=OFF "
+        "-DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF && "
+        "CCACHE_BASEDIR={worktree} CCACHE_NOHASHDIR=1 "
+        'cmake --build build --target llama-server -j"$(nproc)"',
         model=GGUF_MODEL, ready_path="/health",
         guesses=(
             Guess("build", "a CPU build: add the backend your runner has (-DGGML_CUDA=ON); "
-                  "ccache keeps each commit's build to what it changed (docs/projects.md)"),
+                  "with ccache installed (llama.cpp uses it by itself), CCACHE_BASEDIR keeps "
+                  "each commit's build to what it changed (docs/projects.md)"),
             Guess("model", f"a GGUF file at {GGUF_MODEL} on the runner: set yours"),
         ),
     )  # fmt: skip

@@ -21,8 +21,8 @@ EXPECTED = {
     "sglang": ("SGLang", "{worktree}/.venv/bin/python -m sglang.launch_server --model-path "
                "{model} --port {port} {flags}", ".venv/bin/pip install -e './python[all]'", True),
     "llama.cpp": ("llama.cpp", "{worktree}/build/bin/llama-server -m {model} --port {port} {flags}",
-                  "cmake -B build -DLLAMA_CURL=OFF -DCMAKE_BUILD_TYPE=Release && "
-                  "cmake --build build --target llama-server -j", False),
+                  "CCACHE_NOHASHDIR=1 cmake --build build --target llama-server -j\"$(nproc)\"",
+                  False),
     "tgi": ("TGI", "{worktree}/target/release/text-generation-launcher --model-id {model} "
             "--port {port} {flags}", "cargo build --release", True),
     "cargo": ("Cargo", "{worktree}/target/release/fast-serve --port {port} {flags}",
