@@ -257,10 +257,12 @@ def ab(
         sides = default_refs(sides_from(side_opts, base_ref, head_ref))
         suite = override(load_suite(suite_name), clients=clients, requests=requests,
                          prompt_tokens=prompt_tokens, max_tokens=max_tokens, rate=rate)  # fmt: skip
-        writable_dir(out_dir)
+        stamp_dir = out_dir / "logs" / suite.name
+        if not dry_run:  # a dry run writes nothing, not even a probe
+            writable_dir(out_dir)
+            writable_dir(stamp_dir)
         if summary_file:
             checked_summary(summary_file)
-        stamp_dir = writable_dir(out_dir / "logs" / suite.name)
         ctx = arm_context(sides, suite, model, flags, isolated, api_key, not dry_run)
         plans = {n: plan_arm(n, s, ctx) for n, s in sides.items()}
         if null_arm:
@@ -271,7 +273,10 @@ def ab(
     except (SuiteError, ArmError, RefError, ProjectError, OutputError) as e:
         raise input_error(e) from None
     if dry_run:
-        print_plan(plans, residency, rounds=True, devices=devices)
+        try:
+            print_plan(plans, residency, rounds=True, devices=devices, sim=sim_costs)
+        except SimError as e:
+            raise input_error(e) from None
         if budget_minutes:
             click.echo(f"budget: {budget_minutes:g} min, counted from the harness's start")
         return

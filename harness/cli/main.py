@@ -193,7 +193,9 @@ def run(
                          prompt_tokens=prompt_tokens, max_tokens=max_tokens, rate=rate)  # fmt: skip
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         named = out is not None
-        out = writable_file(out or Path("results/runs") / f"{stamp}-{suite.name}.json")
+        out = out or Path("results/runs") / f"{stamp}-{suite.name}.json"
+        if not dry_run:  # a dry run writes nothing
+            out = writable_file(out)
         sides = default_refs({"arm": Side(ref, "", "", serve_cmd, url, pid)})
         ctx = arm_context(sides, suite, model, flags, False, api_key, not dry_run)
         plan = plan_arm("arm", sides["arm"], ctx)

@@ -18,6 +18,7 @@ from harness.arms.worktrees import repo_root
 from harness.escape import terminal
 from harness.runs.plan import ArmPlan, Context, Side, check_sides, together
 from harness.sim.costs import check_costs
+from harness.sim.simulated_run import sim_argv
 from harness.sim.workload import SimError
 from harness.workload.suite import Suite
 
@@ -231,8 +232,9 @@ def dry_run_option(command: Callable) -> Callable:
     return click.option(
         "--dry-run",
         is_flag=True,
-        help="Say what each arm would be (ref, commit, command, flags) and exit 0: "
-        "nothing is built or started.",
+        help="Say what each arm would be (ref, commit, command, flags) and exit 0: refs are "
+        "resolved with git alone; nothing is checked out, built, started or written. With "
+        "--sim, the simulator's command for each arm.",
     )(command)
 
 
@@ -241,20 +243,28 @@ def print_plan(
     residency: str | None = None,
     rounds: bool = False,
     devices: tuple[str, ...] = (),
+    sim: str | None = None,
 ) -> None:
     """One line per arm, then for rounds of several servers (ab) how many are up at once: what
-    --dry-run promises (scripts may read it)."""
+    --dry-run promises (scripts may read it). With `sim` (a cost model), what --sim would run
+    for each arm instead of its server (raises SimError for an arm it cannot simulate)."""
     for name, plan in plans.items():
         d = plan.desc
         where = f" commit {d['commit']}" if d.get("commit") else ""
         what = f"serve: {d['cmd']}" if d.get("cmd") else f"running at {plan.arm.url}"
+        if sim is not None:
+            argv = sim_argv(plan.arm, sim, "WORKLOAD.json")
+            what = f"simulate: {shlex.join(argv)} in {plan.arm.cwd}"
         flags = " ".join(d.get("flags") or []) or "(none)"
         env = " ".join(f"{k}={v}" for k, v in (d.get("env") or {}).items())
         line = f"{name}: {d['label']}{where} | {what} | flags: {flags}" + (
             f" | env: {env}" * bool(env)
         )
         click.echo(terminal(line))
-    if rounds:
+    if sim is not None:
+        click.echo("simulated: one deterministic run per arm on a virtual clock (WORKLOAD.json: "
+                   "the suite's requests, written when it runs); no server is started")  # fmt: skip
+    elif rounds:
         click.echo(f"servers: {servers_line(plans, residency, devices)}")
 
 
