@@ -61,7 +61,7 @@ from harness.runs.plan import (
 from harness.sim.gate import compare_simulated
 from harness.sim.simulated_run import described, sim_run
 from harness.sim.workload import SimError
-from harness.workload.suite import SuiteError, load_suite, override
+from harness.workload.suite import DEFAULT_SUITE, SuiteError, load_suite, override
 
 
 def fmt(x: float | None) -> str:
@@ -158,7 +158,7 @@ def ab_ending(result: dict, out_dir: Path, interrupted: bool = False) -> Ending:
 @click.option(
     "--suite",
     "suite_name",
-    default="short-concurrency",
+    default=DEFAULT_SUITE,
     show_default=True,
     metavar="NAME_OR_PATH",
     help="A shipped suite (`harness suites`) or a .toml path.",
