@@ -239,7 +239,8 @@ def ab(
     harness ab --base main --head HEAD
     harness ab                                  # HEAD vs the working tree, as git diff
     harness ab --head-flags "--max-batch-prefill-tokens 2048" --suite boundary-spill
-    harness ab --base-cmd "llama-server -m m.gguf --port {port}" --head-cmd "..."
+    harness ab --base-cmd "llama-server -m a.gguf --port {port}" \\
+               --head-cmd "llama-server -m b.gguf --port {port}"
     harness ab --base-url http://127.0.0.1:8000 --head-url http://127.0.0.1:8001
 
     Each of R rounds starts every arm cold (rotating order), fires the suite's load and
