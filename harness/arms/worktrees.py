@@ -116,6 +116,16 @@ def hold(worktree: Path) -> None:
         os.close(fd)
 
 
+def planned(repo: Path, ref: str) -> Checkout:
+    """What checkout would give for ref, read from git alone (`rev-parse`, a status that takes
+    no lock): nothing is checked out, created or locked. For --dry-run."""
+    if ref in WORKING_TREE:
+        status = _git(repo, "--no-optional-locks", "status", "--porcelain", "--untracked-files=no")
+        return Checkout(ref, resolve(repo, "HEAD"), repo, bool(status), repo)
+    sha = resolve(repo, ref)
+    return Checkout(ref, sha, cache_dir(repo) / sha, repo=repo)
+
+
 def checkout(repo: Path, ref: str) -> Checkout:
     """The worktree for ref (created on first use), or the working tree itself. A cached
     worktree is held (hold) before it is looked at, and from then on by this process."""

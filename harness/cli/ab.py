@@ -64,7 +64,7 @@ from harness.runs.plan import (
 from harness.sim.gate import compare_simulated
 from harness.sim.simulated_run import described, sim_run
 from harness.sim.workload import SimError
-from harness.workload.suite import SuiteError, load_suite, override
+from harness.workload.suite import DEFAULT_SUITE, SuiteError, load_suite, override
 
 
 def fmt(x: float | None) -> str:
@@ -161,7 +161,7 @@ def ab_ending(result: dict, out_dir: Path, interrupted: bool = False) -> Ending:
 @click.option(
     "--suite",
     "suite_name",
-    default="short-concurrency",
+    default=DEFAULT_SUITE,
     show_default=True,
     metavar="NAME_OR_PATH",
     help="A shipped suite (`harness suites`) or a .toml path.",
@@ -244,7 +244,8 @@ def ab(
     harness ab --base main --head HEAD
     harness ab                                  # HEAD vs the working tree, as git diff
     harness ab --head-flags "--max-batch-prefill-tokens 2048" --suite boundary-spill
-    harness ab --base-cmd "llama-server -m m.gguf --port {port}" --head-cmd "..."
+    harness ab --base-cmd "llama-server -m a.gguf --port {port}" \\
+               --head-cmd "llama-server -m b.gguf --port {port}"
     harness ab --base-url http://127.0.0.1:8000 --head-url http://127.0.0.1:8001
 
     Each of R rounds starts every arm cold (rotating order), fires the suite's load and
@@ -262,10 +263,12 @@ def ab(
         sides = default_refs(sides_from(side_opts, base_ref, head_ref))
         suite = override(load_suite(suite_name), clients=clients, requests=requests,
                          prompt_tokens=prompt_tokens, max_tokens=max_tokens, rate=rate)  # fmt: skip
-        writable_dir(out_dir)
+        stamp_dir = out_dir / "logs" / suite.name
+        if not dry_run:  # a dry run writes nothing, not even a probe
+            writable_dir(out_dir)
+            writable_dir(stamp_dir)
         if summary_file:
             checked_summary(summary_file)
-        stamp_dir = writable_dir(out_dir / "logs" / suite.name)
         ctx = arm_context(sides, suite, model, flags, isolated, api_key, not dry_run, project_file)
         plans = {n: plan_arm(n, s, ctx) for n, s in sides.items()}
         if null_arm:
@@ -276,7 +279,10 @@ def ab(
     except (SuiteError, ArmError, RefError, ProjectError, OutputError) as e:
         raise input_error(e) from None
     if dry_run:
-        print_plan(plans, residency, rounds=True, devices=devices)
+        try:
+            print_plan(plans, residency, rounds=True, devices=devices, sim=sim_costs)
+        except SimError as e:
+            raise input_error(e) from None
         if budget_minutes:
             click.echo(f"budget: {budget_minutes:g} min, counted from the harness's start")
         return

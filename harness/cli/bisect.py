@@ -34,7 +34,7 @@ from harness.escape import terminal
 from harness.report.display import LiveProgress
 from harness.report.summary import bisect_summary
 from harness.runs.plan import Context, placed_devices
-from harness.workload.suite import SuiteError, load_suite
+from harness.workload.suite import DEFAULT_SUITE, SuiteError, load_suite
 
 
 def print_path(console: Console, data: dict) -> None:
@@ -74,7 +74,7 @@ def print_path(console: Console, data: dict) -> None:
 @click.option(
     "--suite",
     "suite_name",
-    default="short-concurrency",
+    default=DEFAULT_SUITE,
     show_default=True,
     metavar="NAME_OR_PATH",
     help="A shipped suite (`harness suites`) or a .toml path.",

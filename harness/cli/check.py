@@ -16,7 +16,7 @@ from harness.arms.arms import ArmError
 from harness.arms.builds import build
 from harness.arms.launcher import LaunchError, log_tail
 from harness.arms.project import FILE_NAME, ProjectError
-from harness.arms.worktrees import RefError, repo_root
+from harness.arms.worktrees import RefError, checkout, repo_root
 from harness.cli.errors import EXIT_INVALID, InputError, input_error, one_line, shown
 from harness.cli.options import (
     MAX_ROUNDS,
@@ -120,7 +120,7 @@ def check(
             plan = replace(plan, arm=replace(plan.arm, device=devices[0]))
         budget_minutes = budget_minutes or ctx.project.budget_minutes
         writable_dir(Path("results") / "logs" / "check")
-        built = build(ctx.project, plan.checkout)
+        built = build(ctx.project, checkout(ctx.repo, plan.checkout.ref))  # planned: now made
         log_dir = fresh_dir(Path("results") / "logs" / "check")  # this check's own
     except (SuiteError, ArmError, RefError, ProjectError, OutputError) as exc:
         raise input_error(exc) from None

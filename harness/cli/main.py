@@ -48,7 +48,15 @@ from harness.results import store
 from harness.runs.machine import harness_version
 from harness.runs.measure import run_arm
 from harness.runs.plan import Side, default_refs, plan_arm
-from harness.workload.suite import SuiteError, load_suite, override, shipped
+from harness.workload.suite import (
+    CI_SUITES,
+    DEFAULT_SUITE,
+    Phase,
+    SuiteError,
+    load_suite,
+    override,
+    shipped,
+)
 
 
 class GuardedGroup(click.Group):
@@ -200,7 +208,9 @@ def run(
                          prompt_tokens=prompt_tokens, max_tokens=max_tokens, rate=rate)  # fmt: skip
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         named = out is not None
-        out = writable_file(out or Path("results/runs") / f"{stamp}-{suite.name}.json")
+        out = out or Path("results/runs") / f"{stamp}-{suite.name}.json"
+        if not dry_run:  # a dry run writes nothing
+            out = writable_file(out)
         sides = default_refs({"arm": Side(ref, "", "", serve_cmd, url, pid)})
         ctx = arm_context(sides, suite, model, flags, False, api_key, not dry_run, project_file)
         plan = plan_arm("arm", sides["arm"], ctx)
@@ -258,19 +268,51 @@ def _keep(runs: list[dict], arm: dict, out: Path, console: Console) -> None:
             console.print(f"the {len(runs)} finished run(s): {out}", highlight=False)
 
 
-@main.command()
-def suites() -> None:
-    """List the shipped suites (suites/*.toml): name, model, phases, description."""
+def phase_words(p: Phase) -> str:
+    """A phase in plain words: `main: 4 requests at once, 3 times`."""
+    n = f"{p.requests} request{'s' * (p.requests != 1)}"
+    if p.arrival == "burst":
+        said = f"{n} at once" + (f", {p.bursts} times" if p.bursts > 1 else "")
+    elif p.arrival == "concurrency":
+        said = f"{n} from {p.clients} client{'s' * (p.clients != 1)} in a closed loop"
+    elif p.arrival == "trace":
+        said = f"{n} at a trace's times"
+    else:
+        said = f"{n} at {p.rate:g}/s" if p.rate else f"{n} at a rate"
+    return f"{p.name}: {said}"
+
+
+def suite_rows() -> list[tuple[str, str, str, str, str]]:
+    """(name, marks, model, phases, description) of every shipped suite; marks: `default`
+    (what ab and bisect run without --suite) and `CI` (gated on every pull request)."""
+    rows = []
     for name in shipped():
         suite = load_suite(name)
-        phases = ", ".join(
-            f"{p.name}: {p.clients}x{p.requests} {p.arrival}"
-            + (f" x{p.bursts}" if p.bursts > 1 else "")
-            for p in suite.phases
-        )
-        click.echo(terminal(f"{name:<16} model={suite.model:<14} {phases}"))
-        if suite.description:
-            click.echo(f"{'':<16} {terminal(suite.description)}")
+        marks = ", ".join(m for m, on in (("default", name == DEFAULT_SUITE),
+                                          ("CI", name in CI_SUITES)) if on)  # fmt: skip
+        phases = "; ".join(phase_words(p) for p in suite.phases)
+        rows.append((name, marks, suite.model, phases, suite.description))
+    return rows
+
+
+@main.command()
+def suites() -> None:
+    """List the shipped suites (suites/*.toml): name, marks, model, phases, description.
+
+    Each phase says how its requests arrive: all at once (a burst, repeated B times per
+    run), from C clients in a closed loop (each sends its next request when its last one
+    ends), at a rate, or at a trace's times. Marks: default, what `harness ab` and `harness
+    bisect` run without --suite; CI, a suite the pull-request workflow
+    (.github/workflows/servegate.yml) gates."""
+    rows = [("suite", "marks", "model", "phases", "")] + suite_rows()
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    for name, marks, model, phases, description in rows:
+        cells = [c.ljust(w) for c, w in zip((name, marks, model), widths, strict=True)]
+        click.echo(terminal("  ".join([*cells, phases]).rstrip()))
+        if description:
+            click.echo(terminal(" " * (widths[0] + 2) + description))
+    click.echo(f"default: run without --suite; CI: gated on every pull request "
+               f"({', '.join(CI_SUITES)})")  # fmt: skip
 
 
 main.add_command(ab)

@@ -7,6 +7,7 @@ import math
 import re
 import shlex
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from harness.arms.worktrees import repo_root
 from harness.escape import terminal
 from harness.runs.plan import ArmPlan, Context, Side, check_sides, together
 from harness.sim.costs import check_costs
+from harness.sim.simulated_run import sim_argv
 from harness.sim.workload import SimError
 from harness.workload.suite import Suite
 
@@ -129,18 +131,67 @@ def workload_options(command: Callable) -> Callable:
 
 
 def harness_command(argv: list[str] | None = None) -> str:
-    """This invocation as a shell line, for a report's Reproduce section: absolute paths
-    inside the current folder are made relative, so the line works in any clone."""
-    cwd = Path.cwd()
+    """This invocation as a shell line, for a report's Reproduce section (portable_command)."""
+    ctx = click.get_current_context(silent=True)
+    params = ctx.command.params if ctx else []
+    flags = frozenset(o for p in params if getattr(p, "is_flag", False) for o in p.opts)
+    argv = sys.argv[1:] if argv is None else argv
+    return portable_command(argv, Path.cwd(), sys.executable, tempfile.gettempdir(), flags)
 
-    def rel(arg: str) -> str:
-        key, eq, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)
+
+DROPPED_IF_TEMPORARY = ("--out-dir", "--summary")  # outputs: a temporary one is no one's
+
+
+def portable_command(
+    argv: list[str], cwd: Path, python: str, temp: str, flags: frozenset[str] = frozenset()
+) -> str:
+    """`harness ARGS` (`flags`: the options that take no value) as a line that means the same
+    in any clone, run from the repository's root: absolute paths inside `cwd` made relative;
+    an --out-dir or --summary in the temporary folder `temp`, or an --out-dir that is the
+    default results/, dropped; in a command template, this interpreter (`python`) written
+    `{python}`, which names it there. The refs are pinned later, when the commits are known
+    (report.summary.reproduce)."""
+
+    def rel(value: str) -> str:
         path = Path(value)
         if path.is_absolute() and path.is_relative_to(cwd):
-            value = str(path.relative_to(cwd)) or "."
-        return f"{key}{eq}{value}"
+            return str(path.relative_to(cwd)) or "."
+        return value
 
-    return "harness " + " ".join(shlex.quote(rel(a)) for a in (argv or sys.argv[1:]))
+    def template(value: str) -> str:
+        try:
+            tokens = shlex.split(value)
+        except ValueError:
+            return value
+        for token in dict.fromkeys(tokens):
+            new = "{python}" if token in (python, str(Path(python).resolve())) else rel(token)
+            value = value.replace(token, new) if new != token else value
+        return value
+
+    def dropped(key: str, value: str) -> bool:
+        if key not in DROPPED_IF_TEMPORARY:
+            return False
+        path = Path(value)
+        default = key == "--out-dir" and (cwd / path).resolve() == (cwd / "results").resolve()
+        return default or (path.is_absolute() and path.is_relative_to(temp))
+
+    out, args = [], list(argv)
+    while args:
+        arg = args.pop(0)
+        key, eq, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)
+        if key and not eq and (key in flags or not args):
+            out.append(arg)  # an option that takes no value
+            continue
+        if key and not eq:
+            value = args.pop(0)
+        if dropped(key, value):
+            continue
+        value = template(value) if key in TEMPLATES else rel(value)
+        out += [f"{key}={value}"] if eq else [key, value] if key else [value]
+    return "harness " + " ".join(shlex.quote(a) for a in out)
+
+
+TEMPLATES = ("--serve-cmd", "--base-cmd", "--head-cmd")  # options whose value is a command
 
 
 def api_key_option(command: Callable) -> Callable:
@@ -246,8 +297,9 @@ def dry_run_option(command: Callable) -> Callable:
     return click.option(
         "--dry-run",
         is_flag=True,
-        help="Say what each arm would be (ref, commit, command, flags) and exit 0: "
-        "nothing is built or started.",
+        help="Say what each arm would be (ref, commit, command, flags) and exit 0: refs are "
+        "resolved with git alone; nothing is checked out, built, started or written. With "
+        "--sim, the simulator's command for each arm.",
     )(command)
 
 
@@ -256,20 +308,28 @@ def print_plan(
     residency: str | None = None,
     rounds: bool = False,
     devices: tuple[str, ...] = (),
+    sim: str | None = None,
 ) -> None:
     """One line per arm, then for rounds of several servers (ab) how many are up at once: what
-    --dry-run promises (scripts may read it)."""
+    --dry-run promises (scripts may read it). With `sim` (a cost model), what --sim would run
+    for each arm instead of its server (raises SimError for an arm it cannot simulate)."""
     for name, plan in plans.items():
         d = plan.desc
         where = f" commit {d['commit']}" if d.get("commit") else ""
         what = f"serve: {d['cmd']}" if d.get("cmd") else f"running at {plan.arm.url}"
+        if sim is not None:
+            argv = sim_argv(plan.arm, sim, "WORKLOAD.json")
+            what = f"simulate: {shlex.join(argv)} in {plan.arm.cwd}"
         flags = " ".join(d.get("flags") or []) or "(none)"
         env = " ".join(f"{k}={v}" for k, v in (d.get("env") or {}).items())
         line = f"{name}: {d['label']}{where} | {what} | flags: {flags}" + (
             f" | env: {env}" * bool(env)
         )
         click.echo(terminal(line))
-    if rounds:
+    if sim is not None:
+        click.echo("simulated: one deterministic run per arm on a virtual clock (WORKLOAD.json: "
+                   "the suite's requests, written when it runs); no server is started")  # fmt: skip
+    elif rounds:
         click.echo(f"servers: {servers_line(plans, residency, devices)}")
 
 

@@ -208,7 +208,10 @@ def sweep(
     except (SuiteError, ArmError, RefError, ProjectError, SweepError, SloError, OutputError) as e:
         raise input_error(e) from None
     if dry_run:
-        print_plan(plans)  # a sweep measures one server at a time
+        try:
+            print_plan(plans, sim=sim_costs)  # a sweep measures one server at a time
+        except SimError as e:
+            raise input_error(e) from None
         click.echo(f"levels: {', '.join(str(v) for v in values)} ({mode})")
         return
     plan = Sweep(suite, mode, values, requests, cold)

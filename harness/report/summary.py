@@ -54,23 +54,28 @@ def metric_table(comparison: dict) -> str:
 
 
 def reproduce(command: str, shas: dict[str, str | None]) -> str:
-    """The command as run, with each ref option pinned to the commit it resolved to, so the
-    line means the same thing tomorrow (`--base main` -> `--base 1a2b3c4d...`)."""
+    """The command as run, with every ref pinned to the commit it resolved to, so the line
+    means the same thing tomorrow: `--base main` -> `--base 1a2b3c4d...`, and a ref left to
+    its default (`harness ab` alone: base HEAD) is added after the verb, pinned."""
     try:
         args = shlex.split(command)
     except ValueError:
         return command
-    out, i = [], 0
+    out, seen, i = [], set(), 0
     while i < len(args):
         arg, key = args[i], args[i].lstrip("-")
         name, _, inline = key.partition("=")
         if arg.startswith("--") and shas.get(name):
             out.append(f"--{name}")
             out.append(shas[name])
+            seen.add(name)
             i += 1 if inline else 2
             continue
         out.append(arg)
         i += 1
+    defaulted = [x for n, sha in shas.items() if sha and n not in seen for x in (f"--{n}", sha)]
+    if out[:1] == ["harness"] and len(out) > 1:
+        out[2:2] = defaulted
     return " ".join(shlex.quote(a) for a in out)
 
 

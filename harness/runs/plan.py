@@ -13,7 +13,7 @@ from pathlib import Path
 from harness.arms.arms import Arm, ArmError, command_arm, program, project_arm, url_arm
 from harness.arms.builds import build
 from harness.arms.project import Project, ProjectError, check_devices
-from harness.arms.worktrees import Checkout, checkout, commit_facts
+from harness.arms.worktrees import Checkout, checkout, commit_facts, planned
 from harness.workload.suite import Suite
 
 WORKING_TREE = "WORKTREE"
@@ -60,7 +60,7 @@ class Context:
     flags: str | None = None  # --flags: replaces the suite's
     isolated: bool = False
     api_key: str = ""
-    build: bool = True  # False for --dry-run: plan every arm, build none
+    build: bool = True  # False for --dry-run: plan every arm; check out, build, create nothing
 
 
 def parse_env(text: str, option: str = "--env") -> tuple[tuple[str, str], ...]:
@@ -136,7 +136,7 @@ def plan_arm(name: str, side: Side, ctx: Context) -> ArmPlan:
         return ArmPlan(name, arm, desc | {"flags": flags.split(), "env": dict(env)})
     assert ctx.repo is not None and ctx.project is not None, "a git-ref arm needs its project"
     project = ctx.project.variant(ctx.isolated)
-    co = checkout(ctx.repo, side.ref or WORKING_TREE)
+    co = (checkout if ctx.build else planned)(ctx.repo, side.ref or WORKING_TREE)
     flags, sources = flags_for(side, ctx, project.name)
     arm = project_arm(project, co, model, flags, env, api_key=ctx.api_key)
     arm = _flags_reach(arm, name, sources)

@@ -33,16 +33,22 @@ from harness.workload.suite import Suite
 SIM_TIMEOUT_S = 600
 
 
-def simulate(arm: Arm, costs: str, wl: dict) -> dict:
-    """Run the engine's simulator on `wl` in the arm's checkout; its result JSON."""
+def sim_argv(arm: Arm, costs: str, workload: str) -> list[str]:
+    """The simulator's command line for `arm` (run in its checkout): what --sim runs, and what
+    --dry-run --sim prints."""
     if arm.kind != "project":
         raise SimError("harness sim runs the reference engine's scheduler: a project arm only")
+    python = arm.python or sys.executable
+    return [python, "-m", "engine.sim", "run", "--workload", workload,
+            "--costs", str(costs), "--model", arm.model, *shlex.split(arm.flags)]  # fmt: skip
+
+
+def simulate(arm: Arm, costs: str, wl: dict) -> dict:
+    """Run the engine's simulator on `wl` in the arm's checkout; its result JSON."""
+    sim_argv(arm, costs, "")  # a project arm, before any file is written
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         f.write(strict_json(wl))
-    python = arm.python or sys.executable
-    argv = [python, "-m", "engine.sim", "run", "--workload", f.name,
-            "--costs", str(costs), "--model", arm.model,
-            *shlex.split(arm.flags)]  # fmt: skip
+    argv = sim_argv(arm, costs, f.name)
     try:
         done = subprocess.run(argv, cwd=arm.cwd, capture_output=True, text=True,
                               timeout=SIM_TIMEOUT_S, env=None)  # fmt: skip

@@ -234,6 +234,10 @@ def resolve(name_or_path: str) -> Path:
     raise SuiteError(f"no suite named {name_or_path!r} (shipped: {names})")
 
 
+DEFAULT_SUITE = "short-concurrency"  # what `harness ab` and `harness bisect` run without --suite
+CI_SUITES = ("boundary-spill", "long-transient", "prefill-storm")  # the workflow's gate step
+
+
 def shipped() -> list[str]:
     return sorted(p.stem for p in SUITES_DIR.glob("*.toml"))
 

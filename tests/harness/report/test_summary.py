@@ -183,6 +183,23 @@ def test_reproduce_pins_each_ref_and_keeps_the_rest():
     assert reproduce("harness ab --base=main", shas) == f"harness ab --base {SHA_A}"
 
 
+def test_reproduce_pins_a_defaulted_ref_right_after_the_verb():
+    both = {"base": SHA_A, "head": SHA_B}
+    assert reproduce("harness ab --suite x", both) == (
+        f"harness ab --base {SHA_A} --head {SHA_B} --suite x"
+    )
+    dirty_head = {"base": SHA_A, "head": None}  # uncommitted changes: left to the default
+    assert reproduce("harness ab --head-flags '--parallel 2'", dirty_head) == (
+        f"harness ab --base {SHA_A} --head-flags '--parallel 2'"
+    )
+    assert reproduce("harness bisect --good main~4", {"good": SHA_A, "bad": SHA_B}) == (
+        f"harness bisect --bad {SHA_B} --good {SHA_A}"
+    )
+    assert reproduce("harness ab --base-cmd 'srv --port {port}'", {"base": None, "head": None}) == (
+        "harness ab --base-cmd 'srv --port {port}'"
+    )
+
+
 def test_sweep_and_bisect_summaries_lead_with_their_verdict():
     comp = ab_result(1.4)["comparison"]
     sweep = {
