@@ -1,10 +1,12 @@
 """Git-ref arms: each commit checked out once as a detached worktree in a cache keyed by sha,
 reused across runs; the user's working tree is never touched."""
 
+import contextlib
 import fcntl
 import hashlib
 import os
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -135,6 +137,26 @@ def checkout(repo: Path, ref: str) -> Checkout:
     sha = resolve(repo, ref)
     path = cache_dir(repo) / sha
     hold(path)
+    with _one_at_a_time(repo):
+        return _made(repo, ref, sha, path)
+
+
+@contextlib.contextmanager
+def _one_at_a_time(repo: Path) -> Iterator[None]:
+    """Worktrees of one repository are made one at a time: two harnesses (a CI matrix on one
+    runner, parallel tests) checking out the same commit would both add it, and a `git
+    worktree prune` would remove the other's half-made one."""
+    path = cache_dir(repo) / ".checkout.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _made(repo: Path, ref: str, sha: str, path: Path) -> Checkout:
     if path.is_symlink() or (path.exists() and not path.is_dir()):
         # not a worktree the cache made (a link may lead to anyone's files): the entry alone
         # goes, never what it points to
