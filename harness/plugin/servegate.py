@@ -206,10 +206,11 @@ def commit_info(cwd: Path) -> dict:
 
 
 def _line(proc: subprocess.CompletedProcess) -> str:
-    """The harness's one line: its `Error:` line, else the last line it wrote."""
+    """The harness's one line: its `Error:` (bad input) or `error:` line (a server that never
+    became ready), else the last line it wrote."""
     for line in proc.stderr.splitlines():
-        if line.startswith("Error: "):
-            return line.removeprefix("Error: ")
+        if line.lower().startswith("error: "):
+            return line[len("error: ") :]
     lines = [ln for ln in (proc.stderr + "\n" + proc.stdout).splitlines() if ln.strip()]
     return lines[-1].strip() if lines else "no output"
 

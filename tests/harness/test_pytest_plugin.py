@@ -112,6 +112,20 @@ def test_an_invalid_run_raises_the_harness_one_line_reason(tmp_path):
     assert "\n" not in message and caught.value.result.exit_code == 2
 
 
+def test_a_run_returns_each_metric_per_run_and_saves_them(tmp_path):
+    marker = unique_marker()
+    suite = write_suite(tmp_path, SUITE.format(extra=""))
+    storage = tmp_path / "bench"
+    gate = Servegate(tmp_path=tmp_path, test="t", nodeid="t.py::t", cwd=tmp_path, storage=storage)
+    result = gate.run(suite=suite, serve_cmd=scripted("--ttft-ms 50", model=marker))
+    assert not wait_no_survivors(marker)
+    assert result.verdict == "VALID" and result.exit_code == 0
+    assert len(result["ttft_p50_ms"]) == 1 and 50 < result.value("ttft_p50_ms") < 200
+    assert result.benchmark_json == storage / machine_id() / "0001_servegate-t.json"
+    names = [b["name"] for b in json.loads(result.benchmark_json.read_text())["benchmarks"]]
+    assert "t[run-ttft_p50_ms]" in names and "t[run-tok_s]" not in names
+
+
 def test_stats_are_pytest_benchmarks_own():
     rng = random.Random(1)
     for n in range(1, 12):
