@@ -1,10 +1,12 @@
 """servegate's pytest plugin (entry point `pytest11: servegate`): the `servegate` fixture, whose
-`ab(...)` and `run(...)` run the harness for a test (plugin/servegate.py), and the option that
-says where their results also go in pytest-benchmark's shape. pytest loads it into every
-session where servegate is installed, so it imports none of the harness until a test asks."""
+`ab(...)` and `run(...)` run the harness for a test (plugin/servegate.py), and the options that
+say where their results also go in pytest-benchmark's shape and what every run adds. pytest
+loads it into every session where servegate is installed, so it imports none of the harness
+until a test asks."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "[default: .benchmarks, as --benchmark-storage]",
     )
 
+    group.addoption(
+        "--servegate-args",
+        metavar="ARGS",
+        default="",
+        help="Options added to every servegate fixture run, before the test's own (which win): "
+        "e.g. '--budget-minutes 20' in CI.",
+    )
+
 
 @pytest.fixture
 def servegate(request: pytest.FixtureRequest, tmp_path: Path):
@@ -37,4 +47,5 @@ def servegate(request: pytest.FixtureRequest, tmp_path: Path):
         nodeid=request.node.nodeid,
         cwd=config.rootpath,
         storage=config.invocation_params.dir / storage if storage else None,
+        defaults=shlex.split(config.getoption("servegate_args")),
     )

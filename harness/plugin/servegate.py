@@ -55,14 +55,25 @@ def cli_options(options: Mapping[str, object]) -> list[str]:
 class Servegate:
     """Runs the harness for one test: each call writes into its own folder under `tmp_path`,
     starts from `cwd` (relative paths in commands and suites resolve there) and, with a
-    `storage`, also writes the result in pytest-benchmark's shape there."""
+    `storage`, also writes the result in pytest-benchmark's shape there. `defaults` are options
+    for every run, placed before each call's own (the last of an option wins)."""
 
-    def __init__(self, *, tmp_path: Path, test: str, nodeid: str, cwd: Path, storage: Path | None):
+    def __init__(
+        self,
+        *,
+        tmp_path: Path,
+        test: str,
+        nodeid: str,
+        cwd: Path,
+        storage: Path | None,
+        defaults: list[str] = (),
+    ):
         self.tmp_path = Path(tmp_path)
         self.test = test
         self.nodeid = nodeid
         self.cwd = Path(cwd)
         self.storage = storage
+        self.defaults = list(defaults)  # options for every run, before the call's own
         self.calls = 0
 
     def ab(
@@ -129,7 +140,8 @@ class Servegate:
         return folder
 
     def _harness(self, head: list[str], options, args, timeout, env) -> subprocess.CompletedProcess:
-        cmd = [sys.executable, "-m", "harness", *head, *cli_options(options), *map(str, args)]
+        own = [*cli_options(options), *map(str, args)]
+        cmd = [sys.executable, "-m", "harness", *head, *self.defaults, *own]
         merged = dict(os.environ)
         for name, value in (env or {}).items():
             if value is None:
