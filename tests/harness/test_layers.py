@@ -11,7 +11,7 @@ from helpers import REPO
 
 ROOT = REPO / "harness"
 STAGES = ("results", "workload", "arms", "load", "stats", "runs", "sim", "report", "sweep",
-          "bisect", "history", "adopt", "cli")  # fmt: skip
+          "bisect", "history", "adopt", "cli", "plugin")  # fmt: skip
 SHARED = {"files", "escape", "names"}  # harness/*.py
 
 

@@ -108,3 +108,20 @@ def test_a_wheel_runs_an_ab_of_two_commands_outside_any_repository(wheel_env, tm
     assert "heavy modules: [] harness from: " + str(wheel_env / "venv" / "lib") in r.stdout
     assert len(list((tmp_path / "results").glob("*-smoke-*.md"))) == 1
     assert not wait_no_survivors(marker)
+
+
+def test_the_wheel_registers_the_pytest_plugin(wheel_env):
+    """pytest finds the `servegate` fixture through the wheel's pytest11 entry point."""
+    (wheel,) = (wheel_env / "dist").glob("servegate-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+        (eps,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+        text = z.read(eps).decode()
+        (meta,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+        extras = z.read(meta).decode()
+    assert "[pytest11]\nservegate = harness.plugin.pytest_plugin\n" in text
+    assert {"harness/plugin/pytest_plugin.py", "harness/plugin/servegate.py"} <= set(names)
+    assert "Provides-Extra: pytest" in extras
+    assert 'Requires-Dist: pytest-benchmark>=4; extra == "pytest"' in extras
+    assert not any(line.startswith("Requires-Dist: torch") and "extra" not in line
+                   for line in extras.splitlines())  # fmt: skip
