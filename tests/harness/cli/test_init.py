@@ -6,10 +6,12 @@ there, is exit 2 with one line and nothing written."""
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from harness.arms.project import load_project
 from harness.workload.suite import shipped
 
+from helpers import REPO, git
 from helpers.adopt_repos import SHAPES, shaped_repo
 from helpers.cli import cli, one_line_error
 
@@ -77,6 +79,17 @@ def test_init_writes_a_project_file_that_validates_and_a_workflow(tmp_path, shap
         assert line in lines, line
     assert "          suites: short-concurrency" in lines and "short-concurrency" in shipped()
     assert "          budget-minutes: 45" in lines
+    (step,) = [s for s in yaml.safe_load(workflow)["jobs"]["gate"]["steps"] if "with" in s
+               and s.get("uses", "").startswith("servegate/")]  # fmt: skip
+    assert set(step["with"]) <= set(yaml.safe_load((REPO / "action.yml").read_text())["inputs"])
+
+    # every verb takes the file: both arms planned from it (a dry run builds nothing)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "servegate: harness init's files")
+    planned = cli("ab", "--base", "HEAD~1", "--head", "HEAD", "--dry-run", cwd=repo)
+    assert planned.returncode == 0, planned.stdout + planned.stderr
+    arms = [line for line in planned.stdout.splitlines() if line.startswith(("base:", "head:"))]
+    assert len(arms) == 2 and all(" commit " in line for line in arms), planned.stdout
 
 
 def test_nothing_recognised_is_one_line_naming_what_was_looked_for(tmp_path):
