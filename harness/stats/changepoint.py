@@ -6,7 +6,8 @@ The series is one value per commit (the median of its runs), in commit order, on
 energy-distance statistic between its two sides, then keeps it only when fewer than SIG of
 PERMUTATIONS shuffles within those segments give a larger maximum; a kept split cuts its
 segment in two and the search goes on. On pure noise the first test is the only one made, so
-the chance of naming any change point is SIG. A split that moves the median by less than
+the chance of naming any change point is SIG (a little more for a series of 10 or 11 values,
+too short to reach it: `level`). A split that moves the median by less than
 MIN_STEP is then dropped: a quiet enough series makes any shift significant, not one that
 matters (docs/history.md, "Change points")."""
 
@@ -20,6 +21,13 @@ import numpy as np
 
 SIG = 0.005  # permutation p-value a change point must reach
 PERMUTATIONS = 999  # p = (exceeding + 1) / (PERMUTATIONS + 1): a p of 0.005 allows 4
+# A series of n values can give no p below 2/C(n, n//2): only a clean step at its middle and
+# its mirror reach the largest statistic. Where that floor is not well under SIG (n <= 11), the
+# level is FLOOR_MARGIN times the floor, up to SHORT_SIG, with more shuffles to resolve it;
+# shorter series cannot name a step at all (docs/history.md, "Short histories").
+FLOOR_MARGIN = 1.5
+SHORT_SIG = 0.012  # the highest level a short series is tested at: 10 commits, 0.0119
+SHORT_PERMUTATIONS = 9999
 MIN_SIZE = 3  # commits on each side of a change point
 ALPHA = 1.0  # exponent of the distance (0 < alpha < 2): 1 is the energy distance
 MIN_STEP = 0.02  # a change point moves the median at least this much: a quieter series makes
@@ -85,20 +93,40 @@ def _best(x: np.ndarray, cuts: list[int], min_size: int) -> tuple[float, int]:
     return best, where
 
 
+def smallest_p(n: int) -> float:
+    """The smallest permutation p-value a series of n values can give (a clean step at its
+    middle): 2 of the C(n, n//2) ways to share the values between the two halves."""
+    return 2 / math.comb(n, n // 2)
+
+
+def level(n: int, sig: float = SIG) -> tuple[float, int]:
+    """The p-value a series of n values must reach to name a change point, and the shuffles
+    that resolve it: `sig` where the series is long enough; for a short one FLOOR_MARGIN times
+    its smallest p, when that is at most SHORT_SIG (10 and 11 values); else `sig`, which a
+    series that short can never reach."""
+    short = FLOOR_MARGIN * smallest_p(n)
+    if sig < short <= SHORT_SIG:
+        return short, SHORT_PERMUTATIONS
+    return sig, PERMUTATIONS
+
+
 def change_points(
     values: list[float],
     *,
-    sig: float = SIG,
-    permutations: int = PERMUTATIONS,
+    sig: float | None = None,
+    permutations: int | None = None,
     min_size: int = MIN_SIZE,
     min_step: float = MIN_STEP,
     seed: int = 0,
 ) -> list[ChangePoint]:
     """The change points of a positive series, in order; [] when it holds no significant step
-    of at least `min_step` (a ratio's distance from 1, either way)."""
+    of at least `min_step` (a ratio's distance from 1, either way). The level and shuffles
+    are `level(len(values))`'s unless given."""
     x = np.log(np.asarray(values, dtype=float))
     if x.size < 2 * min_size or not np.all(np.isfinite(x)):
         return []
+    fitted = level(x.size)
+    sig, permutations = sig or fitted[0], permutations or fitted[1]
     rng = np.random.default_rng(seed)
     cuts, found = [0, x.size], {}
     while True:
