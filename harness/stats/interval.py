@@ -105,3 +105,20 @@ def detectable_shift(
     t_power = t_quantile(power, r - 1)
     t_alpha = t_quantile(1 - alpha, r - 1)
     return max((t_alpha + t_power) * se, log_limit + t_power * se)
+
+
+def rounds_to_pass(
+    spread: float, log_limit: float, power: float = POWER, most: int = 1000
+) -> int | None:
+    """The rounds after which an unchanged head PASSes with probability `power` at this
+    per-round spread (sd of ln(head/base)): the 95% interval's upper end, an estimate
+    t(power) standard errors high plus its t(0.975) half-width, falls under the tolerance's
+    limit (`log_limit`, e.g. ln 1.05). None when even `most` rounds do not."""
+    if not log_limit > 0 or not math.isfinite(spread) or spread < 0:
+        return None
+    from scipy.special import stdtrit
+
+    r = np.arange(2, most + 1)
+    t = stdtrit(r - 1, 0.5 + CONFIDENCE / 2) + stdtrit(r - 1, power)
+    fits = np.nonzero(t * spread / np.sqrt(r) <= log_limit)[0]
+    return int(r[fits[0]]) if fits.size else None
