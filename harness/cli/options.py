@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 import shlex
 import sys
@@ -136,18 +137,24 @@ def harness_command(argv: list[str] | None = None) -> str:
     params = ctx.command.params if ctx else []
     flags = frozenset(o for p in params if getattr(p, "is_flag", False) for o in p.opts)
     argv = sys.argv[1:] if argv is None else argv
-    return portable_command(argv, Path.cwd(), sys.executable, tempfile.gettempdir(), flags)
+    temps = (tempfile.gettempdir(), *filter(None, [os.environ.get("RUNNER_TEMP")]))
+    return portable_command(argv, Path.cwd(), sys.executable, temps, flags)
 
 
 DROPPED_IF_TEMPORARY = ("--out-dir", "--summary")  # outputs: a temporary one is no one's
 
 
 def portable_command(
-    argv: list[str], cwd: Path, python: str, temp: str, flags: frozenset[str] = frozenset()
+    argv: list[str],
+    cwd: Path,
+    python: str,
+    temp: str | tuple[str, ...],
+    flags: frozenset[str] = frozenset(),
 ) -> str:
     """`harness ARGS` (`flags`: the options that take no value) as a line that means the same
     in any clone, run from the repository's root: absolute paths inside `cwd` made relative;
-    an --out-dir or --summary in the temporary folder `temp`, or an --out-dir that is the
+    an --out-dir or --summary in a temporary folder `temp` (the system's, and a CI runner's
+    $RUNNER_TEMP), or an --out-dir that is the
     default results/, dropped; in a command template, this interpreter (`python`) written
     `{python}`, which names it there. The refs are pinned later, when the commits are known
     (report.summary.reproduce)."""
@@ -173,7 +180,8 @@ def portable_command(
             return False
         path = Path(value)
         default = key == "--out-dir" and (cwd / path).resolve() == (cwd / "results").resolve()
-        return default or (path.is_absolute() and path.is_relative_to(temp))
+        temps = (temp,) if isinstance(temp, str) else temp
+        return default or (path.is_absolute() and any(path.is_relative_to(t) for t in temps))
 
     out, args = [], list(argv)
     while args:

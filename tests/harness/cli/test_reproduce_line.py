@@ -22,6 +22,20 @@ def test_temporary_outputs_and_the_default_out_dir_are_dropped():
     )  # fmt: skip
     assert line("ab", "--out-dir=/home/u/repo/results") == "harness ab"
     assert line("sweep", "--out-dir", "results", "--levels", "1,2") == "harness sweep --levels 1,2"
+    runner = ("/tmp", "/home/runner/work/_temp")  # a GitHub runner's $RUNNER_TEMP is its own
+    said = portable_command(
+        [
+            "ab",
+            "--out-dir",
+            "/home/runner/work/_temp/servegate/chat",
+            "--summary",
+            "/home/runner/work/_temp/s.md",
+        ],
+        CWD,
+        PYTHON,
+        runner,
+    )
+    assert said == "harness ab"  # fmt: skip
 
 
 def test_paths_in_the_repository_are_relative_and_others_kept():
