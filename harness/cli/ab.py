@@ -18,8 +18,6 @@ from harness.cli.errors import InputError, input_error, shown
 from harness.cli.finish import Ending, finish, interrupted
 from harness.cli.options import (
     COSTS,
-    MAX_ROUNDS,
-    ROUNDS,
     api_key_option,
     arm_context,
     budget_option,
@@ -31,6 +29,7 @@ from harness.cli.options import (
     project_option,
     report_options,
     residency_option,
+    rounds_options,
     side_options,
     sides_from,
     workload_options,
@@ -169,22 +168,7 @@ def ab_ending(result: dict, out_dir: Path, interrupted: bool = False) -> Ending:
 @click.option("--model", default=None, help="Model for both arms [default: the suite's].")
 @click.option("--flags", default=None, help="Server flags for both arms, replacing the suite's.")
 @side_options
-@click.option(
-    "--rounds",
-    type=click.IntRange(2, 100),
-    default=ROUNDS,
-    show_default=True,
-    help="Rounds before the first look; each starts every arm cold, in rotating (ABBA) order.",
-)
-@click.option(
-    "--max-rounds",
-    type=click.IntRange(2, 200),
-    default=MAX_ROUNDS,
-    show_default=True,
-    help="Looks at --rounds, +2, +4, ... up to this: rounds are added while a metric is "
-    "INCONCLUSIVE and none REGRESSED; each look spends its share of the gate's 1% "
-    "false-regression budget (docs/statistics.md).",
-)
+@rounds_options
 @click.option("--null-arm", is_flag=True, help="Add a second base arm per round (noise floor).")
 @click.option(
     "--sim",

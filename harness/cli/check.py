@@ -19,8 +19,6 @@ from harness.arms.project import FILE_NAME, ProjectError
 from harness.arms.worktrees import RefError, checkout, repo_root
 from harness.cli.errors import EXIT_INVALID, InputError, input_error, one_line, shown
 from harness.cli.options import (
-    MAX_ROUNDS,
-    ROUNDS,
     SECONDS,
     api_key_option,
     arm_context,
@@ -29,6 +27,7 @@ from harness.cli.options import (
     devices_option,
     project_option,
     residency_option,
+    rounds_options,
     servers_line,
     workload_options,
 )
@@ -58,20 +57,7 @@ from harness.workload.suite import SuiteError, load_suite, override
 @click.option("--model", default=None, help="Model to serve [default: servegate.toml's, else "
               "the suite's].")  # fmt: skip
 @click.option("--flags", default=None, help="Server flags, replacing the suite's.")
-@click.option(
-    "--rounds",
-    type=click.IntRange(2, 100),
-    default=ROUNDS,
-    show_default=True,
-    help="The gate's rounds before its first look (as `harness ab --rounds`).",
-)
-@click.option(
-    "--max-rounds",
-    type=click.IntRange(2, 200),
-    default=MAX_ROUNDS,
-    show_default=True,
-    help="The most rounds the gate runs (as `harness ab --max-rounds`).",
-)
+@rounds_options
 @click.option(
     "--ready-timeout",
     type=SECONDS,

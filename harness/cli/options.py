@@ -287,6 +287,33 @@ def sides_from(opts: dict, base_ref: str | None, head_ref: str | None) -> dict[s
     }
 
 
+def rounds_options(command: Callable) -> Callable:
+    """--rounds and --max-rounds: the gate's sequential plan (ab, and check's estimate)."""
+    for option in reversed(
+        (
+            click.option(
+                "--rounds",
+                type=click.IntRange(2, 100),
+                default=ROUNDS,
+                show_default=True,
+                help="Rounds before the first look; each starts every arm cold, in rotating "
+                "(ABBA) order.",
+            ),
+            click.option(
+                "--max-rounds",
+                type=click.IntRange(2, 200),
+                default=MAX_ROUNDS,
+                show_default=True,
+                help="Looks at --rounds, +2, +4, ... up to this: rounds are added while a "
+                "metric is INCONCLUSIVE and none REGRESSED; each look spends its share of the "
+                "gate's 1% false-regression budget (docs/statistics.md).",
+            ),
+        )
+    ):
+        command = option(command)
+    return command
+
+
 def project_option(command: Callable) -> Callable:
     return click.option(
         "--project",
