@@ -122,8 +122,12 @@ def test_the_readme_starts_with_the_two_commands_and_dates_its_figures():
     first = text.split("```sh\n", 1)[1].split("```", 1)[0].splitlines()
     assert first == [
         "sh scripts/install.sh && .venv/bin/harness ab --base main --head HEAD",
-        "sh scripts/install.sh --test && .venv/bin/python -m pytest",
+        "sh scripts/install.sh --test && .venv/bin/python -m pytest -n auto --dist loadfile",
     ]
+    # CI runs the README's test command: the same install and the same pytest options
+    ci = (REPO / ".ci" / "run").read_text()
+    assert "sh scripts/install.sh --test" in ci
+    assert ".venv/bin/python -m pytest -q -n auto --dist loadfile" in ci
     # the A/A's time: the committed 2026-12-01 measurement at bb201a9, its machine beside it
     said = " ".join(text.split("## Gate your server")[0].split())
     assert "On 2026-12-01 (commit bb201a9, the project's quiet 2-core AMD EPYC VM" in said

@@ -8,10 +8,14 @@ from __future__ import annotations
 import json
 import math
 
+import pytest
+
 from harness.stats.compare import compare_rounds
 
 from helpers.cli import harness
 from helpers.gpu_repo import GpuRepo
+
+pytestmark = pytest.mark.timing  # verdicts on real timings: alone under xdist
 
 
 def ab(repo: GpuRepo, tmp_path, *args: str):

@@ -5,8 +5,12 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from helpers import REPO
 from helpers.cli import harness
+
+pytestmark = pytest.mark.timing  # verdicts on real timings: alone under xdist
 
 
 def ab(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:

@@ -156,6 +156,7 @@ def test_a_cost_model_of_another_model_is_refused_in_one_line(tmp_path):
 CLOSED_SUITES = ("boundary-spill", "prefill-storm", "long-transient", "rival-chat")
 
 
+@pytest.mark.timing
 def test_the_simulated_scheduler_decides_as_the_real_one(tmp_path):
     """Shipped suites whose arrivals do not depend on time (bursts and closed loops), and a
     sweep's levels, served for real on tiny and simulated: every scheduling counter (prefill

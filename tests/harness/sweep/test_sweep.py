@@ -62,6 +62,7 @@ def result_of(tmp_path: Path) -> tuple[dict, str]:
     return json.loads(md.with_suffix(".json").read_text()), text
 
 
+@pytest.mark.timing
 def test_one_arm_that_serves_four_streams_has_its_knee_at_four(tmp_path):
     r = harness_sweep(
         "--serve-cmd",
@@ -90,6 +91,7 @@ def test_one_arm_that_serves_four_streams_has_its_knee_at_four(tmp_path):
     assert "arm: knee 4, goodput 4" in r.stdout and text.startswith("# VALID: exit 0")
 
 
+@pytest.mark.timing
 def test_head_saturating_at_two_streams_regresses_first_at_level_four(tmp_path):
     marker = unique_marker()
     r = harness_sweep(
