@@ -27,6 +27,7 @@ from harness.cli.options import (
     harness_command,
     print_plan,
     project_option,
+    quiet_wait_option,
     report_options,
     residency_option,
     rounds_options,
@@ -44,7 +45,13 @@ from harness.escape import terminal
 from harness.report.ab_report import to_plain, write_report
 from harness.report.display import LiveProgress
 from harness.report.saved import compare_saved, load_result
-from harness.report.sentences import clear_pass, gate_warnings, trade_off, verdict_words
+from harness.report.sentences import (
+    clear_pass,
+    gate_warnings,
+    look_line,
+    trade_off,
+    verdict_words,
+)
 from harness.report.summary import ab_summary
 from harness.report.tables import fmt_value
 from harness.results.errors import ComparisonError
@@ -193,6 +200,7 @@ def ab_ending(result: dict, out_dir: Path, interrupted: bool = False) -> Ending:
 @residency_option
 @devices_option
 @budget_option
+@quiet_wait_option
 @report_options
 def ab(
     base_ref,
@@ -211,6 +219,7 @@ def ab(
     residency,
     devices,
     budget_minutes,
+    quiet_wait_s,
     out_dir,
     ready_timeout,
     quiet,
@@ -289,6 +298,11 @@ def ab(
         devices=devices,
         budget=Budget.from_start(budget_minutes) if budget_minutes else None,
         notes=notes,
+        quiet_wait_s=quiet_wait_s or 0.0,
+        say=lambda line: console.print(line, highlight=False, markup=False),
+        on_look=lambda comparison, upcoming, walls: console.print(
+            look_line(comparison.to_dict(), upcoming, walls), highlight=False, markup=False
+        ),
     )
     command = harness_command()
     try:

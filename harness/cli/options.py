@@ -236,6 +236,19 @@ def budget_option(command: Callable) -> Callable:
     )(command)
 
 
+def quiet_wait_option(command: Callable) -> Callable:
+    return click.option(
+        "--wait-for-quiet",
+        "quiet_wait_s",
+        type=SECONDS,
+        default=None,
+        metavar="SECONDS",
+        help="Before each round, wait up to SECONDS while other processes keep more than a "
+        "quarter of a core busy (sampled a second at a time). Every round records the cores "
+        "others used during it, the CPU steal and the load either way.  [default: no wait]",
+    )(command)
+
+
 def devices_option(command: Callable) -> Callable:
     return click.option(
         "--devices",

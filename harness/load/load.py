@@ -14,6 +14,7 @@ from contextlib import contextmanager, suppress
 import aiohttp
 
 from harness.load.arrivals import arrival_offsets
+from harness.load.baton import Baton, turn
 from harness.load.prompts import Prompt
 from harness.load.record import RequestRecord
 from harness.workload.suite import Phase
@@ -76,9 +77,18 @@ def frozen_gc() -> Iterator[None]:
 class LoadDriver:
     """Runs the requests of one phase against `base` and returns their records."""
 
-    def __init__(self, session: aiohttp.ClientSession, base: str, model: str, t0: float) -> None:
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        base: str,
+        model: str,
+        t0: float,
+        baton: tuple[Baton, str] | None = None,  # shared with arms measured at once, our name
+    ) -> None:
         self.session, self.base, self.model, self.t0 = session, base, model, t0
+        self.baton, self.arm = baton or (None, "")
         self.stop = asyncio.Event()  # set when the server is gone: unsent requests are skipped
+        self.paused: dict[str, float] = {}  # per phase: seconds between its bursts spent waiting
 
     def now(self) -> float:
         return time.perf_counter() - self.t0
@@ -118,12 +128,17 @@ class LoadDriver:
             return rec
 
         if phase.turns > 1:
-            return await self._conversations(phase, prompts, offsets, slots, phase_end, on_done)
+            async with turn(self.baton, self.arm):
+                return await self._conversations(phase, prompts, offsets, slots, phase_end, on_done)
         records: list[RequestRecord] = []
+        self.paused[phase.name] = 0.0
         for b in range(phase.bursts):  # a gone server: the later bursts record "not sent"
-            start, first = self.now(), b * phase.requests
-            batch = range(first, first + phase.requests)
-            records += await asyncio.gather(*(one(i, start) for i in batch))
+            async with turn(self.baton, self.arm) as waited:  # one turn of arms measured at once
+                phase_end += waited  # the other arms' turns count against neither the deadline
+                self.paused[phase.name] += waited if b else 0.0  # nor the throughput's span
+                start, first = self.now(), b * phase.requests
+                batch = range(first, first + phase.requests)
+                records += await asyncio.gather(*(one(i, start) for i in batch))
         return records
 
     async def _conversations(

@@ -52,10 +52,14 @@ def goodput(ok: pd.DataFrame, slo: dict[str, float], span: float) -> float | Non
     return float(met.sum()) / span
 
 
-def latency_stats(records: list[RequestRecord], slo: dict[str, float] | None = None) -> dict:
+def latency_stats(
+    records: list[RequestRecord],
+    slo: dict[str, float] | None = None,
+    paused: dict[str, float] | None = None,
+) -> dict:
     """Latency, throughput and error scalars over `records` (any number of phases).
     tok_s, req_s and goodput divide by the sum of each phase's span (first send -> last
-    completion)."""
+    completion), less the seconds it `paused` between bursts for other arms' turns."""
     import pandas as pd
 
     df = frame(records)
@@ -63,7 +67,11 @@ def latency_stats(records: list[RequestRecord], slo: dict[str, float] | None = N
     itl = pd.Series([g * 1e3 for r in records if r.ok for g in r.itl_s], dtype=float)
     columns = {c: ok[c].dropna() for c in ("ttft_ms", "tpot_ms", "e2e_ms", "queue_ms") if len(ok)}
     columns["itl_ms"] = itl
-    span = sum(_span(df[df["phase"] == name]) for name in dict.fromkeys(df.get("phase", [])))
+    paused = paused or {}
+    span = sum(
+        _span(df[df["phase"] == name]) - paused.get(name, 0.0)
+        for name in dict.fromkeys(df.get("phase", []))
+    )
     tokens = int(ok["tokens"].sum()) if len(ok) else 0
     return {
         "requests": len(df),
@@ -87,11 +95,12 @@ def run_summary(
     startup_s: float | None,
     slo: dict[str, float] | None = None,
     startup_peak: int | None = None,
+    paused: dict[str, float] | None = None,
 ) -> dict:
     """The run's `summary`: latency over every measured request, memory peaks as the max over
     phases (None when no phase knew the value), goodput against the suite's `slo`, and the
     server's start: seconds to ready and its tree's RSS high-water mark when it got there."""
-    stats = latency_stats(records, slo)
+    stats = latency_stats(records, slo, paused)
     summary = {k: stats[k] for k in SUMMARY_KEYS if k in stats}
     summary["peak_rss_bytes"] = _max(m.get("peak_rss_bytes") for m in phase_memory)
     summary["peak_rss_sampled_bytes"] = _max(m.get("peak_rss_sampled_bytes") for m in phase_memory)

@@ -64,11 +64,13 @@ class PhaseResult:
     memory: dict = field(default_factory=dict)
     counters: dict[str, float] = field(default_factory=dict)
     expect: list[ExpectOutcome] = field(default_factory=list)
+    paused_s: float = 0.0  # inside the window, waiting while other arms took their turns
 
     def as_dict(self) -> dict:
         out = {
             "window": [round(t, 6) for t in self.window],
-            "stats": latency_stats(self.records),
+            "paused_s": round(self.paused_s, 6),
+            "stats": latency_stats(self.records, paused={self.name: self.paused_s}),
             "memory": self.memory,
             "expect": [o.as_dict() for o in self.expect],
         }
@@ -107,6 +109,7 @@ async def run_phase(
             watching.cancel()
     end = probes.driver.now()
     result = PhaseResult(phase.name, records, (start, end))
+    result.paused_s = probes.driver.paused.get(phase.name, 0.0)
     if not measured:
         return result
     if probes.server_exited():  # only the timeline can still say something

@@ -4,6 +4,7 @@ written here from the numbers the gate stored (stats/ returns numbers and verdic
 from __future__ import annotations
 
 import math
+from statistics import median
 
 from harness.results.metrics import Method
 from harness.results.verdicts import Verdict
@@ -40,18 +41,51 @@ def gate_warnings(comparison: dict) -> list[str]:
     return out + list(comparison["warnings"])
 
 
+def rounds_needed(m: dict) -> tuple[int | None, float] | None:
+    """(rounds, spread): the rounds after which an unchanged head PASSes this metric's tolerance
+    4 times in 5 at the per-round spread its rounds showed (None: more than 1000); None when the
+    metric has no spread or tolerance to plan from."""
+    spread, tol = m.get("spread"), m.get("tolerance")
+    if not spread or not tol or not 0 < tol < 1:
+        return None
+    limit = math.log1p(tol) if m.get("lower_is_better", True) else -math.log1p(-tol)
+    return rounds_to_pass(spread, limit), spread
+
+
 def rounds_planned(m: dict) -> str:
     """How many rounds an unchanged head needs to PASS this metric's tolerance 4 times in 5 at
     the per-round spread its rounds showed: ` (about 14 at this noise: 4.1% a round)`."""
-    spread, tol = m.get("spread"), m.get("tolerance")
-    if not spread or not tol or not 0 < tol < 1:
+    if (planned := rounds_needed(m)) is None:
         return ""
-    limit = math.log1p(tol) if m.get("lower_is_better", True) else -math.log1p(-tol)
-    needed = rounds_to_pass(spread, limit)
+    needed, spread = planned
     noise = f"{spread * 100:.1f}% a round"
     if needed is None:
         return f" (more than 1000 at this noise: {noise})"
     return f" (about {needed} at this noise: {noise})"
+
+
+def look_line(comparison: dict, next_look: int, round_seconds: list[float]) -> str:
+    """What a look that left the gate undecided says while the job runs: each undecided
+    metric's rounds needed at its noise, and the minutes they would take at the rounds' median
+    length; a count past the last look is said to be so."""
+    rounds, last = comparison["rounds"], (comparison.get("schedule") or {}).get("looks", [0])[-1]
+    per_round = median(round_seconds) if round_seconds else 0.0
+    parts = []
+    for m in comparison["metrics"]:
+        if m["verdict"] != Verdict.INCONCLUSIVE or (planned := rounds_needed(m)) is None:
+            continue
+        needed, spread = planned
+        if needed is None:
+            parts.append(f"{m['name']} more than 1000 rounds at {spread * 100:.1f}% a round")
+            continue
+        more = max(needed - rounds, 0) * per_round / 60
+        beyond = f", past the last look ({last}): raise --max-rounds" if needed > last else ""
+        parts.append(
+            f"{m['name']} about {needed} rounds at {spread * 100:.1f}% a round "
+            f"(~{more:.0f} min more{beyond})"
+        )
+    needs = "; ".join(parts) or "an improvement to confirm"
+    return f"look at {rounds} rounds: undecided, {needs}; next look at {next_look}"
 
 
 def _change(ratio: float) -> str:

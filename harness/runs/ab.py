@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.arms.launcher import LaunchError, reopen, stop_all
+from harness.load.baton import Baton
 from harness.load.phase import Progress
 from harness.results.store import schema
 from harness.results.verdicts import EXIT_CODES, INVALID, Verdict
@@ -18,6 +19,7 @@ from harness.runs.budget import Budget, budget_note
 from harness.runs.cold import Measured, measure_cold, server_log
 from harness.runs.measure import Started, start_arm
 from harness.runs.plan import ArmPlan
+from harness.runs.quiet import CpuClock, load1, round_machine, wait_for_quiet
 from harness.stats.compare import (
     ARMS,
     Comparison,
@@ -64,6 +66,10 @@ class ABRunner:
     devices: tuple[str, ...] = ()  # where arms run; two or more: at once, one device each
     budget: Budget | None = None  # the job's time: rounds end inside it (runs/budget.py)
     notes: list[str] = field(default_factory=list)  # said with the verdict (what is not gated)
+    quiet_wait_s: float = 0.0  # before each round, wait up to this for a quiet machine
+    say: Callable[[str], None] = lambda _: None  # noqa: E731  # a line for the user (the wait)
+    # a look that left the gate undecided: (its comparison, the next look, each round's seconds)
+    on_look: Callable[[Comparison, int, list[float]], None] = lambda *_: None  # noqa: E731
     rounds: list[dict] = field(default_factory=list, init=False)  # as run so far
     cut_short: bool = field(default=False, init=False)  # the budget took rounds away
 
@@ -81,7 +87,7 @@ class ABRunner:
         """Rounds up to the first look, then on to the next look while `more_rounds` says a
         metric is undecided (docs/statistics.md, "Sequential stopping"); a workload mismatch or
         an invalid run stops after the round that shows it (the verdict is INVALID whatever
-        follows). Each round records its wall time."""
+        follows). Each round records its wall time and what else the machine did meanwhile."""
         names = [n for n in ARMS if n in self.plans]
         self.rounds, crash, target, mismatch = [], None, self.schedule.looks[0], None
         rounds = self.rounds
@@ -91,7 +97,8 @@ class ABRunner:
                 target = self._fit(target)
                 if len(rounds) >= target:
                     break
-            i, started = len(rounds), time.monotonic()
+            waited = wait_for_quiet(self.quiet_wait_s, self.say) if self.quiet_wait_s else 0.0
+            i, started, load, clock = len(rounds), time.monotonic(), load1(), CpuClock.now()
             record = {"round": i + 1, "order": order(i, names), "null": None}
             record |= dict.fromkeys(names)  # each filled in as its run completes
             rounds.append(record)
@@ -103,10 +110,12 @@ class ABRunner:
             else:
                 crash = self._measure_in_turn(i + 1, target, placed, record)
             record["wall_s"] = round(time.monotonic() - started, 3)
+            record["machine"] = round_machine(clock, CpuClock.now(), load, waited)
             mismatch, invalid = workload_mismatch(rounds), has_invalid_run(record, names)
             decided = len(rounds) < target or crash or mismatch or invalid
-            if not decided and self.more_rounds(self._compare(rounds, None)):
+            if not decided and self.more_rounds(comparison := self._compare(rounds, None)):
                 target = self.schedule.next_look(target) or target
+                self.on_look(comparison, target, [r["wall_s"] for r in rounds])
         return self.outcome(crash, mismatch)
 
     def _fit(self, target: int) -> int:
@@ -132,20 +141,21 @@ class ABRunner:
         }
 
     def _measure(
-        self, rnd: int, target: int, plan: ArmPlan, started=None, progress=None
+        self, rnd: int, target: int, plan: ArmPlan, started=None, progress=None, baton=None
     ) -> Measured:
         label = f"round {rnd}/{target} {plan.name} ({plan.desc['label']}) "
         return self.measure(
             self.suite, plan, self.log_dir, round_no=rnd, label=label,
             progress=progress or self.progress, ready_timeout_s=self.ready_timeout_s,
-            started=started,
+            started=started, **({"baton": baton} if baton else {}),
         )  # fmt: skip
 
     def _measure_in_turn(
         self, rnd: int, target: int, placed: dict[str, ArmPlan], record: dict
     ) -> dict | None:
         """The round's arms one after the other in its order; with start_together their
-        servers were all started first. The first crash ends the round."""
+        servers were all started first and their bursts take turns. The first crash ends the
+        round."""
         crash = None
         # launched in the order measured: no arm is always the first to start
         record["launch"] = record["order"] if self.start_together else []
@@ -153,6 +163,8 @@ class ABRunner:
             self._start_round(rnd, target, placed, record["order"]) if self.start_together else {}
         )
         try:
+            if ready:
+                return self._interleaved(rnd, target, placed, record, ready)
             for name in record["order"]:
                 record[name], crash = self._measure(
                     rnd, target, placed[name], ready.pop(name, None)
@@ -163,6 +175,31 @@ class ABRunner:
             for arm_start in ready.values():
                 if isinstance(arm_start, Started):
                     arm_start.launcher.stop()
+        return crash
+
+    def _interleaved(
+        self, rnd: int, target: int, placed: dict[str, ArmPlan], record: dict, ready: dict
+    ) -> dict | None:
+        """The round's started arms measured at once, one burst (or one phase of another kind)
+        at a time, in the round's order, then reversed, ... (ABBA), so that a slow spell of the
+        machine, which lasts seconds, falls on both arms (docs/measurement.md). The first crash
+        in the round's order is the round's."""
+        names, baton = record["order"], Baton(record["order"])
+
+        def one(name: str, view) -> Measured:
+            try:
+                started = ready.pop(name, None)
+                return self._measure(rnd, target, placed[name], started, view, (baton, name))
+            finally:
+                baton.finish(name)  # the others stop waiting for its turns
+
+        with self.progress(f"round {rnd}/{target} ") as shared:  # a row per arm
+            results = _at_once({n: lambda n=n: one(n, shared.view) for n in names})
+        record["turns"] = len(baton.taken)
+        crash = None
+        for name in names:
+            record[name], own = results[name]
+            crash = crash or own
         return crash
 
     def _measure_at_once(

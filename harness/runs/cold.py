@@ -9,6 +9,7 @@ from pathlib import Path
 
 from harness.arms.launcher import LaunchError
 from harness.files import strict_json, write_atomic
+from harness.load.baton import Baton
 from harness.load.phase import Progress
 from harness.runs.measure import Started, run_arm
 from harness.runs.plan import ArmPlan, commit_problem
@@ -31,6 +32,7 @@ def measure_cold(
     progress: Callable[[str], Progress] = lambda label: Progress(),
     ready_timeout_s: float | None = None,
     started: Started | LaunchError | None = None,
+    baton: tuple[Baton, str] | None = None,
 ) -> Measured:
     """(run, crash): the run is None when the server never became ready; the crash names the
     arm, the round, why, and its log's tail. A run whose server served another commit than
@@ -41,8 +43,9 @@ def measure_cold(
             raise started
         with progress(label) as bar:
             run = run_arm(
-                suite, plan.arm, log, bar, ready_timeout_s=ready_timeout_s, started=started
-            )
+                suite, plan.arm, log, bar, ready_timeout_s=ready_timeout_s, started=started,
+                baton=baton,
+            )  # fmt: skip
     except LaunchError as e:
         return None, _crash(plan, round_no, str(e), e.log_tail)
     if problem := commit_problem(plan, run):

@@ -16,6 +16,7 @@ import psutil
 
 from harness.arms.arms import REPO_ROOT, Arm
 from harness.arms.launcher import Launcher, LaunchError, Server, log_tail, wait_ready
+from harness.load.baton import Baton
 from harness.load.counters import MetricsEndpoint
 from harness.load.gauges import GaugeWatch
 from harness.load.load import LoadDriver, make_session
@@ -81,11 +82,13 @@ def run_arm(
     sample_hz: float = 100.0,
     ready_timeout_s: float | None = None,
     started: Started | None = None,
+    baton: tuple[Baton, str] | None = None,
 ) -> dict:
     """Run `suite` once against `arm`, from a cold start (`started`: a server start_arm
     launched, not yet sent a request), and return the run record; the server is stopped at
-    the end either way. Raises LaunchError when the server never became ready; a crash under
-    load, failed expectations and failed requests are reported inside the record."""
+    the end either way. With a `baton` (shared, and this arm's name) its bursts take turns
+    with other arms measured at once. Raises LaunchError when the server never became ready;
+    a crash under load, failed expectations and failed requests are reported in the record."""
     progress = progress or Progress()
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     machine = machine_facts()
@@ -113,7 +116,7 @@ def run_arm(
             sampler = Sampler(server.pid, t0, sample_hz).start()
             if launcher:  # its tree's high-water mark before any phase resets it: loading's
                 startup_peak = read_hwm(sampler.tree())
-        drive = _drive(suite, arm, server, sampler, launcher, progress, t0)
+        drive = _drive(suite, arm, server, sampler, launcher, progress, t0, baton)
         phases, warmup, extras = asyncio.run(drive)
     finally:
         timeline = sampler.stop() if sampler else None
@@ -155,7 +158,14 @@ def run_arm(
         "invalid_reasons": reasons,
         "fingerprint": fingerprint(facts),
         "workload": facts,
-        "summary": run_summary(records, memory, server.startup_s, suite.slo, startup_peak),
+        "summary": run_summary(
+            records,
+            memory,
+            server.startup_s,
+            suite.slo,
+            startup_peak,
+            {p.name: p.paused_s for p in phases},
+        ),  # fmt: skip
         "phases": {p.name: p.as_dict() for p in phases},
         "counters": {p.name: p.counters for p in phases},
         "timeline": timeline.as_dict() if timeline else {"t": [], "rss": [], "marks": []},
@@ -201,6 +211,7 @@ async def _drive(
     launcher: Launcher | None,
     progress: Progress,
     t0: float,
+    baton: tuple[Baton, str] | None = None,
 ) -> tuple[list[PhaseResult], PhaseResult | None, dict]:
     exited = _exit_probe(arm, launcher)
     clients = max(p.clients for p in suite.phases)
@@ -208,7 +219,7 @@ async def _drive(
         model = await served_model(session, server.url, arm.model)
         counter = TokenCounter(session, server.url, model)
         extras = {"served_model": model, "tokenizer": await counter.detect()}
-        driver = LoadDriver(session, server.url, model, t0)
+        driver = LoadDriver(session, server.url, model, t0, baton)
         metrics = MetricsEndpoint(session, server.url)
         gauges = GaugeWatch(metrics, arm.gauges, arm.gauge_scale) if arm.gauges else None
         probes = Probes(

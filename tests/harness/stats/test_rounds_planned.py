@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from harness.report.sentences import gate_warnings
+from harness.report.sentences import gate_warnings, look_line
 from harness.stats.compare import compare_metric
 from harness.stats.interval import rounds_to_pass
 
@@ -55,3 +55,22 @@ def test_an_inconclusive_metric_says_the_rounds_it_needs():
 
 def vars_of(m) -> dict:
     return {k: getattr(m, k) for k in m.__slots__} if hasattr(m, "__slots__") else dict(vars(m))
+
+
+def test_a_look_that_leaves_the_gate_undecided_says_the_rounds_and_minutes_ahead():
+    m = compare_metric("ttft_p50_ms", [1.0] * 3, [1.0, 1.09, 0.98], 0.05)
+    done = compare_metric("tok_s", [1.0] * 3, [1.0, 1.0, 1.0], 0.05)
+    needed = rounds_to_pass(m.spread, math.log1p(0.05))
+    comparison = {
+        "rounds": 3,
+        "metrics": [dataclasses.asdict(m), dataclasses.asdict(done)],
+        "schedule": {"looks": [3, 5, 7, 9]},
+    }
+    line = look_line(comparison, 5, [30.0, 40.0, 50.0])  # 40 s a round, the median
+    minutes = (needed - 3) * 40 / 60
+    assert line.startswith("look at 3 rounds: undecided, ttft_p50_ms about ")
+    assert (
+        f"about {needed} rounds at {m.spread * 100:.1f}% a round (~{minutes:.0f} min more" in line
+    )
+    assert ("past the last look (9)" in line) == (needed > 9)
+    assert "tok_s" not in line and line.endswith("next look at 5")
