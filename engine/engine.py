@@ -10,7 +10,7 @@ import psutil
 
 from engine.backends import load_backend
 from engine.config import EngineConfig
-from engine.memory import release_freed_memory
+from engine.memory import keep_freed_memory, release_freed_memory
 from engine.metrics import EngineMetrics
 from engine.model.load import LoadedModel, load_model
 from engine.policy import budgets
@@ -38,7 +38,8 @@ class Engine:
         self.backend = load_backend(c.backend, self.loaded, device=c.device, dtype=c.dtype)
         self.load_seconds = {"model file": t1 - t0, "backend": time.perf_counter() - t1}
         self.loaded.drop_weights()  # the backend has its own
-        release_freed_memory()
+        release_freed_memory()  # what loading freed goes back; what serving frees is kept
+        keep_freed_memory()
         self.ctx_size = c.context(self.loaded.args.max_position_embeddings)
         self.backend.reserve_kv(c.parallel, self.ctx_size)  # CPU: address space, not memory
         free = self.backend.available_memory()  # device memory; None: host memory
