@@ -1,8 +1,8 @@
 #!/bin/sh
 # Gate power, measured: N A/A runs of the README's first command (harness ab --base main
 # --head HEAD), then one run per seeded prefill slowdown (a throwaway commit whose scheduler
-# sleeps FACTOR-1 of each prefill step's time), each with its exit code and wall time, into a
-# TSV file. docs/statistics.md ("Power table") says how to read it.
+# spins, real CPU work, for FACTOR-1 of each prefill step's time), each with its exit code
+# and wall time, into a TSV file. docs/statistics.md ("Power table") says how to read it.
 #
 #   sh scripts/power-runs.sh [N] [OUT]        # N A/A runs (default 5), OUT default below
 #   BUSY=1 sh scripts/power-runs.sh           # with a CPU-bound process beside every run
@@ -27,9 +27,11 @@ import sys
 path, factor = sys.argv[1], float(sys.argv[2])
 text = open(path).read()
 old = "            out = fn(*args)\n"
-new = old + (
+new = old + (  # real work: the compute thread spins (a sleep would leave the cores to others)
     f'            if kind.startswith("prefill"):  # seeded by power-runs.sh: prefill x{factor}\n'
-    f"                time.sleep({factor - 1:.4f} * (time.perf_counter() - t0))\n"
+    f"                spin_until = self.clock.now() + {factor - 1:.4f} * (self.clock.now() - t0)\n"
+    f"                while self.clock.now() < spin_until:\n"
+    f"                    pass\n"
 )
 if text.count(old) != 1:
     sys.exit(f"{path}: the seed's patch point (Scheduler._timed) is gone; update power-runs.sh")

@@ -45,6 +45,6 @@ def test_ci_suites_are_the_ones_the_workflow_gates():
 
 def test_phases_are_plain_words():
     _, by_name = rows()
-    assert "main: 4 requests at once, 3 times" in by_name["short-concurrency"]
+    assert "main: 4 requests at once, 8 times" in by_name["short-concurrency"]
     assert "main: 32 requests from 4 clients in a closed loop" in by_name["smoke"]
     assert "from 1 client in a closed loop" in by_name["single-client"]
