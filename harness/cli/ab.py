@@ -299,10 +299,13 @@ def ab(
         budget=Budget.from_start(budget_minutes) if budget_minutes else None,
         notes=notes,
         quiet_wait_s=quiet_wait_s or 0.0,
-        say=lambda line: console.print(line, highlight=False, markup=False),
+        say=lambda line: console.print(line, highlight=False, markup=False, soft_wrap=True),
         on_look=lambda comparison, upcoming, walls: console.print(
-            look_line(comparison.to_dict(), upcoming, walls), highlight=False, markup=False
-        ),
+            look_line(comparison.to_dict(), upcoming, walls),
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        ),  # fmt: skip
     )
     command = harness_command()
     try:

@@ -114,8 +114,9 @@ class ABRunner:
             mismatch, invalid = workload_mismatch(rounds), has_invalid_run(record, names)
             decided = len(rounds) < target or crash or mismatch or invalid
             if not decided and self.more_rounds(comparison := self._compare(rounds, None)):
-                target = self.schedule.next_look(target) or target
-                self.on_look(comparison, target, [r["wall_s"] for r in rounds])
+                if upcoming := self.schedule.next_look(target):
+                    self.on_look(comparison, upcoming, [r["wall_s"] for r in rounds])
+                target = upcoming or target
         return self.outcome(crash, mismatch)
 
     def _fit(self, target: int) -> int:

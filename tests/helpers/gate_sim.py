@@ -26,6 +26,7 @@ class Noise:
     rss: float = 0.001  # peaks repeat to a page or two
     shared: float = 0.8  # correlation of each metric with the run's speed factor
     round_drift: float = 0.05  # what one round shares across arms (cancels in the pairing)
+    itl: float = 0.0  # > 0: runs also carry ITL p50 and TPOT with this noise (decode's own)
 
 
 def one_run(rng: np.random.Generator, noise: Noise, drift: float, ttft_shift: float) -> dict:
@@ -37,18 +38,25 @@ def one_run(rng: np.random.Generator, noise: Noise, drift: float, ttft_shift: fl
 
     p50 = LEVELS["ttft_p50_ms"] * ttft_shift * np.exp(drift + ln(noise.ttft))
     spread = np.exp(abs(ln(noise.ttft)) * 0.5)  # the tail moves with the median, plus a bit
-    return make_run(
-        {
-            "ttft_p50_ms": p50,
-            "ttft_p95_ms": p50 * LEVELS["ttft_p95_ms"] / LEVELS["ttft_p50_ms"] * spread,
-            "tok_s": LEVELS["tok_s"] / np.sqrt(ttft_shift) * np.exp(-drift - ln(noise.tok_s)),
-            "peak_rss_bytes": LEVELS["peak_rss_bytes"] * np.exp(ln(noise.rss)),
-        }
-    )
+    summary = {
+        "ttft_p50_ms": p50,
+        "ttft_p95_ms": p50 * LEVELS["ttft_p95_ms"] / LEVELS["ttft_p50_ms"] * spread,
+        "tok_s": LEVELS["tok_s"] / np.sqrt(ttft_shift) * np.exp(-drift - ln(noise.tok_s)),
+        "peak_rss_bytes": LEVELS["peak_rss_bytes"] * np.exp(ln(noise.rss)),
+    }
+    if noise.itl:
+        itl = 40.0 * np.exp(drift + ln(noise.itl))
+        summary |= {"itl_p50_ms": itl, "tpot_ms": itl * np.exp(0.3 * ln(noise.itl))}
+    return make_run(summary)
 
 
 def gate(
-    seed: int, noise: Noise, ttft_shift: float = 1.0, first: int = 3, cap: int = 9
+    seed: int,
+    noise: Noise,
+    ttft_shift: float = 1.0,
+    first: int = 3,
+    cap: int = 9,
+    tolerances: dict[str, float] = GATE,
 ) -> Comparison:
     """One simulated `harness ab`: rounds until the stopping rule says stop."""
     rng = np.random.default_rng(seed)
@@ -63,11 +71,15 @@ def gate(
                     "head": one_run(rng, noise, drift, ttft_shift),
                 }
             )
-        result = compare_rounds(rounds, GATE, 16 * 2**20, schedule=schedule)
+        result = compare_rounds(rounds, tolerances, 16 * 2**20, schedule=schedule)
         target = next_look(result, schedule)
         if target is None:
             return result
 
 
-def verdicts(gates: int, noise: Noise, ttft_shift: float = 1.0, seed: int = 0) -> list[Comparison]:
-    return [gate(seed * 1_000_003 + i, noise, ttft_shift) for i in range(gates)]
+def verdicts(
+    gates: int, noise: Noise, ttft_shift: float = 1.0, seed: int = 0, tolerances=GATE
+) -> list[Comparison]:
+    return [
+        gate(seed * 1_000_003 + i, noise, ttft_shift, tolerances=tolerances) for i in range(gates)
+    ]

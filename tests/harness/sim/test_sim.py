@@ -124,7 +124,7 @@ def test_harness_sim_run_writes_a_run_json_the_harness_reads(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     (run,) = json.loads(out.read_text())["runs"]
     assert run["simulated"]["name"] == "unit" and run["valid"]
-    assert run["counters"]["main"]['engine_prefill_forwards_total{path="batched"}'] == 3
+    assert run["counters"]["main"]['engine_prefill_forwards_total{path="batched"}'] == 8
     assert run["summary"]["ttft_p50_ms"] > 0 and run["summary"]["peak_rss_bytes"] is None
     assert "simulated with unit" in r.stdout
     again = tmp_path / "again.json"

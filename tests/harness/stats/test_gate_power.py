@@ -9,6 +9,7 @@ import collections
 import pytest
 
 from harness.stats.sequential import GATE_ALPHA, Schedule
+from harness.workload.suite import load_suite
 
 from helpers.gate_sim import Noise, gate, verdicts
 
@@ -74,3 +75,19 @@ def test_stopping_rule_stops_at_a_regression_and_at_a_decisive_pass():
     big = gate(7, quiet, ttft_shift=1.5)
     assert big.verdict == "REGRESSION" and big.rounds < 9  # stops once the evidence suffices
     assert all(m.alpha is not None for m in big.metrics if m.method != "minmax")
+
+
+# The README's suite as shipped, at the noise per round measured for it (docs/statistics.md,
+# "Noise per round": TTFT p50 7.7%, ITL p50 5.0% a round, i.e. about 5.4% and 3.5% a run).
+README_NOISE = Noise(ttft=0.054, tok_s=0.035, itl=0.035, shared=0.5)
+KNOWN = ("ttft_p50_ms", "ttft_p95_ms", "itl_p50_ms", "tpot_ms", "tok_s", "peak_rss_bytes")
+
+
+def test_the_readme_suites_gate_at_its_measured_noise():
+    gate_of = {k: v for k, v in load_suite("short-concurrency").gate.items() if k in KNOWN}
+    aa = summary(verdicts(2000, README_NOISE, seed=4, tolerances=gate_of))[0]
+    slow = summary(verdicts(300, README_NOISE, ttft_shift=1.07, seed=5, tolerances=gate_of))[0]
+    print(f"README suite, A/A: {dict(aa)}; TTFT 1.07x: {dict(slow)}")
+    assert aa["REGRESSION"] / 2000 <= 0.01 and aa["IMPROVEMENT"] / 2000 <= 0.01
+    assert aa["PASS"] > aa["INCONCLUSIVE"]  # the tolerances are ones its noise resolves
+    assert slow["PASS"] / 300 <= 0.05  # a 1.07x is rarely waved through
