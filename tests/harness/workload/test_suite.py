@@ -37,7 +37,9 @@ def test_every_other_shipped_gate_judges_decode_latency():
     for name in sorted(set(shipped()) - {"smoke", "sim-calibration"}):
         gate = load_suite(name).gate
         assert {"itl_p50_ms", "tpot_ms"} <= set(gate), name
-        assert all(0.15 <= gate[m] <= 0.30 for m in ("itl_p50_ms", "tpot_ms")), name
+        # from measured noise per round: 15-30% where arms ran one after the other, 8-10%
+        # in short-concurrency, whose arms take turns (docs/statistics.md)
+        assert all(0.08 <= gate[m] <= 0.30 for m in ("itl_p50_ms", "tpot_ms")), name
     assert not load_suite("sim-calibration").gate
 
 
