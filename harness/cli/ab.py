@@ -305,7 +305,7 @@ def ab(
             highlight=False,
             markup=False,
             soft_wrap=True,
-        ),  # fmt: skip
+        ),
     )
     command = harness_command()
     try:

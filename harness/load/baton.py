@@ -40,9 +40,8 @@ class Baton:
             self.taken.append(name)
 
     def release(self, name: str) -> None:
-        with self._cond:
-            if holder(self._slot, self.names) == name:
-                self._slot += 1
+        with self._cond:  # `name` held the current slot (take waited for it)
+            self._slot += 1
             self._cond.notify_all()
 
     def finish(self, name: str) -> None:

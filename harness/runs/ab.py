@@ -164,12 +164,10 @@ class ABRunner:
             self._start_round(rnd, target, placed, record["order"]) if self.start_together else {}
         )
         try:
-            if ready:
-                return self._interleaved(rnd, target, placed, record, ready)
+            if ready:  # started together on one machine: measured at once, taking turns
+                return self._measure_at_once(rnd, target, placed, record, ready)
             for name in record["order"]:
-                record[name], crash = self._measure(
-                    rnd, target, placed[name], ready.pop(name, None)
-                )
+                record[name], crash = self._measure(rnd, target, placed[name])
                 if crash:
                     break
         finally:  # a crash or an interrupt leaves no started server behind
@@ -178,42 +176,35 @@ class ABRunner:
                     arm_start.launcher.stop()
         return crash
 
-    def _interleaved(
-        self, rnd: int, target: int, placed: dict[str, ArmPlan], record: dict, ready: dict
+    def _measure_at_once(
+        self,
+        rnd: int,
+        target: int,
+        placed: dict[str, ArmPlan],
+        record: dict,
+        ready: dict | None = None,
     ) -> dict | None:
-        """The round's started arms measured at once, one burst (or one phase of another kind)
-        at a time, in the round's order, then reversed, ... (ABBA), so that a slow spell of the
-        machine, which lasts seconds, falls on both arms (docs/measurement.md). The first crash
-        in the round's order is the round's."""
-        names, baton = record["order"], Baton(record["order"])
+        """Every arm of the round measured at the same time; the first crash (in the round's
+        order) is the round's. Each on its own device; or, with `ready` (their servers started
+        together on one machine), one burst (or one phase of another kind) at a time, in the
+        round's order, then reversed, ... (ABBA), so that a slow spell of the machine, which
+        lasts seconds, falls on both arms (docs/measurement.md)."""
+        names = record["order"]
+        baton = Baton(names) if ready is not None else None
 
         def one(name: str, view) -> Measured:
+            if baton is None:
+                return self._measure(rnd, target, placed[name], progress=view)
             try:
                 started = ready.pop(name, None)
                 return self._measure(rnd, target, placed[name], started, view, (baton, name))
             finally:
                 baton.finish(name)  # the others stop waiting for its turns
 
-        with self.progress(f"round {rnd}/{target} ") as shared:  # a row per arm
-            results = _at_once({n: lambda n=n: one(n, shared.view) for n in names})
-        record["turns"] = len(baton.taken)
-        crash = None
-        for name in names:
-            record[name], own = results[name]
-            crash = crash or own
-        return crash
-
-    def _measure_at_once(
-        self, rnd: int, target: int, placed: dict[str, ArmPlan], record: dict
-    ) -> dict | None:
-        """Every arm of the round started and measured at the same time, each on its device;
-        the first crash (in the round's order) is the round's."""
-        names = record["order"]
         with self.progress(f"round {rnd}/{target} ") as shared:  # one display, a row per arm
-            results = _at_once(
-                {n: lambda n=n: self._measure(rnd, target, placed[n], progress=shared.view)
-                 for n in names}
-            )  # fmt: skip
+            results = _at_once({n: lambda n=n: one(n, shared.view) for n in names})
+        if baton is not None:
+            record["turns"] = len(baton.taken)
         crash = None
         for name in names:
             record[name], own = results[name]

@@ -165,7 +165,7 @@ def run_arm(
             suite.slo,
             startup_peak,
             {p.name: p.paused_s for p in phases},
-        ),  # fmt: skip
+        ),
         "phases": {p.name: p.as_dict() for p in phases},
         "counters": {p.name: p.counters for p in phases},
         "timeline": timeline.as_dict() if timeline else {"t": [], "rss": [], "marks": []},
