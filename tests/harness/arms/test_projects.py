@@ -41,6 +41,7 @@ def only_json(folder, pattern: str) -> dict:
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.timing  # its A/A must PASS on scripted timings: alone under xdist
 def test_ab_bisect_and_sweep_on_another_projects_commits_each_built_once(project, tmp_path):
     cache = tmp_path / "cache"
     harmless = project.commit("docs: say what the server does", readme="it streams")
