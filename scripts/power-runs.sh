@@ -8,11 +8,13 @@
 #   BUSY=1 sh scripts/power-runs.sh           # with a CPU-bound process beside every run
 #   FACTORS="1.2 1.1" sh scripts/power-runs.sh 0   # only the seeded regressions
 #   FACTORS= sh scripts/power-runs.sh 2            # only A/A runs
+#   ARGS="--suite S --max-rounds auto" sh scripts/power-runs.sh 1   # more options for every run
 set -u
 N=${1:-5}
 OUT=${2:-results/$(date -u +%Y-%m-%d)-power-runs/$(date -u +%H%M%S).tsv}  # a dated folder (results/README.md)
 FACTORS=${FACTORS-1.2}  # empty: no seeded run
 BUSY=${BUSY:-0}
+ARGS=${ARGS:-}  # split on spaces: options added to every harness ab
 HARNESS=${HARNESS:-.venv/bin/harness}
 ROOT=$(git rev-parse --show-toplevel) || exit 2
 cd "$ROOT" || exit 2
@@ -72,11 +74,11 @@ one() {  # $1 = label, $2 = expected exit, rest = harness ab arguments
 printf 'run\texpected_exit\texit\twall_s\tverdict\trounds\tbusy\tload1_before\treport\n' >"$OUT"
 i=1
 while [ "$i" -le "$N" ]; do
-  one "aa-$i" 0 --base main --head HEAD
+  one "aa-$i" 0 --base main --head HEAD $ARGS
   i=$((i + 1))
 done
 for f in $FACTORS; do
   sha=$(seed_commit "$f") || { echo "power-runs: could not seed a ${f}x commit" >&2; exit 2; }
-  one "prefill-${f}x" 1 --base HEAD --head "$sha"
+  one "prefill-${f}x" 1 --base HEAD --head "$sha" $ARGS
 done
 echo "wrote $OUT"

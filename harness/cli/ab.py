@@ -250,7 +250,7 @@ def ab(
     which says how a commit is built (once per sha) and served; command and URL arms need
     neither.
     """
-    check_rounds(rounds, max_rounds)
+    max_rounds, extend_to = check_rounds(rounds, max_rounds)
     console = Console(stderr=True)
     try:
         sides = default_refs(sides_from(side_opts, base_ref, head_ref))
@@ -293,6 +293,7 @@ def ab(
         rounds,
         max_rounds,
         ready_timeout,
+        extend_to=extend_to,
         progress=lambda label: LiveProgress(console, label, disabled=quiet),
         start_together=together(plans, residency, devices),
         devices=devices,

@@ -91,7 +91,7 @@ def check(
     harness check --suite smoke --requests 4
     harness check --ref main --devices 0,1 --budget-minutes 45
     """
-    check_rounds(rounds, max_rounds)
+    max_rounds, extend_to = check_rounds(rounds, max_rounds)
     console = Console(stderr=True)
     _project_here(project_file)
     try:
@@ -133,7 +133,9 @@ def check(
                         "once and started cold in every round"))  # fmt: skip
     click.echo(terminal(f"suite: {suite.name}"))
     click.echo(terminal(f"servers: {servers_line(plans, residency, devices)}"))
-    click.echo(f"rounds: {looks[0]}, up to {looks[-1]} (looks at {', '.join(map(str, looks))})")
+    more = f", then up to {extend_to} as the noise measured needs" if extend_to else ""
+    at = ", ".join(map(str, looks))
+    click.echo(f"rounds: {looks[0]}, up to {looks[-1]} (looks at {at}){more}")
     _cost(run, plans, looks, built, together(plans, residency, devices), devices, budget_minutes)
     click.echo(f"logs: {log_dir}")
 

@@ -22,6 +22,7 @@ from harness.runs.plan import ArmPlan, Context, Side, check_sides, together
 from harness.sim.costs import check_costs
 from harness.sim.simulated_run import sim_argv
 from harness.sim.workload import SimError
+from harness.stats.sequential import AUTO_MAX_ROUNDS
 from harness.workload.suite import Suite
 
 
@@ -48,11 +49,34 @@ ROUNDS, MAX_ROUNDS = 3, 9  # a gate's first look, and its last
 RATE = Finite(0, math.inf, "rate > 0 (requests per second)")
 
 
-def check_rounds(rounds: int, max_rounds: int) -> None:
+class MaxRounds(click.ParamType):
+    """--max-rounds: a count of rounds, or `auto` (the last look set by the noise measured)."""
+
+    name = "N|auto"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) or value == "auto":
+            return value
+        if str(value).strip().lower() == "auto":
+            return "auto"
+        try:
+            n = int(value)
+        except ValueError:
+            self.fail(f"{value!r} is neither a whole number nor 'auto'", param, ctx)
+        if not 2 <= n <= 200:
+            self.fail(f"{n} is not in the range 2<=x<=200", param, ctx)
+        return n
+
+
+def check_rounds(rounds: int, max_rounds: int | str) -> tuple[int, int | None]:
+    """(the last look planned, the furthest `--max-rounds auto` may move it, else None)."""
+    if max_rounds == "auto":
+        return max(MAX_ROUNDS, rounds), max(AUTO_MAX_ROUNDS, rounds)
     if max_rounds < rounds:
         raise click.BadParameter(
             f"{max_rounds} is below --rounds {rounds} (the first look)", param_hint="--max-rounds"
         )
+    return max_rounds, None
 
 
 def report_options(command: Callable) -> Callable:
@@ -314,12 +338,14 @@ def rounds_options(command: Callable) -> Callable:
             ),
             click.option(
                 "--max-rounds",
-                type=click.IntRange(2, 200),
+                type=MaxRounds(),
                 default=MAX_ROUNDS,
                 show_default=True,
                 help="Looks at --rounds, +2, +4, ... up to this: rounds are added while a "
                 "metric is INCONCLUSIVE and none REGRESSED; each look spends its share of the "
-                "gate's 1% false-regression budget (docs/statistics.md).",
+                "gate's 1% false-regression budget (docs/statistics.md). `auto`: up to "
+                f"{MAX_ROUNDS}, then as far as the undecided metrics' measured noise needs "
+                f"(at most {AUTO_MAX_ROUNDS}, or what --budget-minutes holds).",
             ),
         )
     ):

@@ -3,12 +3,11 @@ written here from the numbers the gate stored (stats/ returns numbers and verdic
 
 from __future__ import annotations
 
-import math
 from statistics import median
 
 from harness.results.metrics import Method
 from harness.results.verdicts import Verdict
-from harness.stats.interval import rounds_to_pass
+from harness.stats.rounds_needed import rounds_needed
 from harness.stats.verdict import changed_within_tolerance
 
 
@@ -41,17 +40,6 @@ def gate_warnings(comparison: dict) -> list[str]:
     return out + list(comparison["warnings"])
 
 
-def rounds_needed(m: dict) -> tuple[int | None, float] | None:
-    """(rounds, spread): the rounds after which an unchanged head PASSes this metric's tolerance
-    4 times in 5 at the per-round spread its rounds showed (None: more than 1000); None when the
-    metric has no spread or tolerance to plan from."""
-    spread, tol = m.get("spread"), m.get("tolerance")
-    if not spread or not tol or not 0 < tol < 1:
-        return None
-    limit = math.log1p(tol) if m.get("lower_is_better", True) else -math.log1p(-tol)
-    return rounds_to_pass(spread, limit), spread
-
-
 def rounds_planned(m: dict) -> str:
     """How many rounds an unchanged head needs to PASS this metric's tolerance 4 times in 5 at
     the per-round spread its rounds showed: ` (about 14 at this noise: 4.1% a round)`."""
@@ -79,7 +67,9 @@ def look_line(comparison: dict, next_look: int, round_seconds: list[float]) -> s
             parts.append(f"{m['name']} more than 1000 rounds at {spread * 100:.1f}% a round")
             continue
         more = max(needed - rounds, 0) * per_round / 60
-        beyond = f", past the last look ({last}): raise --max-rounds" if needed > last else ""
+        beyond = ""
+        if needed > last:
+            beyond = f", past the last look ({last}): raise --max-rounds or give it auto"
         parts.append(
             f"{m['name']} about {needed} rounds at {spread * 100:.1f}% a round "
             f"(~{more:.0f} min more{beyond})"

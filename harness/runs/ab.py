@@ -28,6 +28,7 @@ from harness.stats.compare import (
     compare_rounds,
     needs_more_rounds,
 )
+from harness.stats.rounds_needed import extended
 from harness.stats.sequential import Schedule
 from harness.workload.fingerprint import workload_diff
 from harness.workload.suite import Suite
@@ -58,6 +59,7 @@ class ABRunner:
     rounds_wanted: int = 3
     max_rounds: int = 9
     ready_timeout_s: float | None = None  # None: the arm's own (its project file's)
+    extend_to: int | None = None  # --max-rounds auto: the last look may move out to this
     progress: Callable[[str], Progress] = lambda label: Progress()  # noqa: E731
     more_rounds: Callable[[Comparison], bool] = needs_more_rounds  # on to the next look while true
     measure: Callable[..., Measured] = measure_cold  # one arm, cold, once (a test stubs it)
@@ -72,6 +74,7 @@ class ABRunner:
     on_look: Callable[[Comparison, int, list[float]], None] = lambda *_: None  # noqa: E731
     rounds: list[dict] = field(default_factory=list, init=False)  # as run so far
     cut_short: bool = field(default=False, init=False)  # the budget took rounds away
+    _plan: Schedule | None = field(default=None, init=False)  # once moved by noise or budget
 
     @property
     def block(self) -> int:
@@ -80,8 +83,10 @@ class ABRunner:
 
     @property
     def schedule(self) -> Schedule:
-        wanted, most = self.rounds_wanted, max(self.rounds_wanted, self.max_rounds)
-        return Schedule.plan(wanted, most, block=self.block)
+        if self._plan is None:
+            wanted, most = self.rounds_wanted, max(self.rounds_wanted, self.max_rounds)
+            self._plan = Schedule.plan(wanted, most, block=self.block)
+        return self._plan
 
     def run(self) -> dict:
         """Rounds up to the first look, then on to the next look while `more_rounds` says a
@@ -114,6 +119,7 @@ class ABRunner:
             mismatch, invalid = workload_mismatch(rounds), has_invalid_run(record, names)
             decided = len(rounds) < target or crash or mismatch or invalid
             if not decided and self.more_rounds(comparison := self._compare(rounds, None)):
+                self._extend(comparison)
                 if upcoming := self.schedule.next_look(target):
                     self.on_look(comparison, upcoming, [r["wall_s"] for r in rounds])
                 target = upcoming or target
@@ -121,18 +127,25 @@ class ABRunner:
 
     def _fit(self, target: int) -> int:
         """The rounds the budget still holds, at the slowest round so far: fewer than planned
-        shortens the schedule (the last look moves in; a round's length says nothing about
-        the metrics, so the gate's alpha still holds). Whole device cycles only."""
+        moves the last look in (a round's length says nothing about the metrics, so the gate's
+        alpha still holds). Whole device cycles only."""
         done = len(self.rounds)
         fits = done + self.budget.rounds_that_fit(max(r["wall_s"] for r in self.rounds))
         fits -= fits % self.block
-        if fits >= min(target, self.max_rounds):
+        if fits >= min(target, self.schedule.looks[-1]):
             return target
         self.cut_short = True
         if fits <= done:
             return done
-        self.max_rounds, self.rounds_wanted = fits, min(self.rounds_wanted, fits)
-        return min(target, self.schedule.looks[-1])
+        self._plan = self.schedule.replanned(done, fits)
+        return min(target, self._plan.looks[-1])
+
+    def _extend(self, comparison: Comparison) -> None:
+        """With --max-rounds auto, the last look moved out to where the undecided metrics'
+        measured noise says they resolve (never in: stats/rounds_needed.py)."""
+        if self.extend_to:
+            self._plan = extended(self.schedule, comparison.to_dict(), self.extend_to, self.block)
+            comparison.schedule = self._plan.to_dict()  # what the look's line says is ahead
 
     def _placed(self, i: int, names: list[str]) -> dict[str, ArmPlan]:
         where = placement(i, names, self.devices)

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.stats.compare import Comparison, compare_rounds, next_look
+from harness.stats.compare import Comparison, compare_rounds, needs_more_rounds, next_look
+from harness.stats.rounds_needed import extended
 from harness.stats.sequential import Schedule
 
 from helpers.fake_runs import make_run
@@ -57,8 +58,10 @@ def gate(
     first: int = 3,
     cap: int = 9,
     tolerances: dict[str, float] = GATE,
+    extend_to: int | None = None,
 ) -> Comparison:
-    """One simulated `harness ab`: rounds until the stopping rule says stop."""
+    """One simulated `harness ab`: rounds until the stopping rule says stop; with `extend_to`
+    (`--max-rounds auto`) the last look moves out as the noise measured needs."""
     rng = np.random.default_rng(seed)
     schedule, rounds, target = Schedule.plan(first, cap), [], first
     while True:
@@ -72,14 +75,22 @@ def gate(
                 }
             )
         result = compare_rounds(rounds, tolerances, 16 * 2**20, schedule=schedule)
+        if extend_to and needs_more_rounds(result):
+            schedule = extended(schedule, result.to_dict(), extend_to)
         target = next_look(result, schedule)
         if target is None:
             return result
 
 
 def verdicts(
-    gates: int, noise: Noise, ttft_shift: float = 1.0, seed: int = 0, tolerances=GATE
+    gates: int,
+    noise: Noise,
+    ttft_shift: float = 1.0,
+    seed: int = 0,
+    tolerances=GATE,
+    extend_to: int | None = None,
 ) -> list[Comparison]:
     return [
-        gate(seed * 1_000_003 + i, noise, ttft_shift, tolerances=tolerances) for i in range(gates)
+        gate(seed * 1_000_003 + i, noise, ttft_shift, tolerances=tolerances, extend_to=extend_to)
+        for i in range(gates)
     ]

@@ -92,6 +92,18 @@ def test_unbalanced_quotes_and_conflicts_are_one_line(tmp_path, monkeypatch, arg
     one_line_error(out, needle)
 
 
+@pytest.mark.parametrize(
+    ("value", "needle"),
+    [("often", "'often' is neither a whole number nor 'auto'"), ("1", "1 is not in the range")],
+)
+def test_max_rounds_takes_a_count_or_auto(tmp_path, value, needle):
+    suite = write_suite(tmp_path, SUITE.format(extra=""))
+    args = ["--base-cmd", scripted(), "--head-cmd", scripted(), "--max-rounds", value]
+    out = cli("ab", "--quiet", "--suite", str(suite), *args, cwd=tmp_path)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert needle in out.stderr and "--max-rounds" in out.stderr
+
+
 NEVER_STARTS = "{python} -c 'import sys; sys.exit(3)' {port}"  # would fail the run if it ran
 
 

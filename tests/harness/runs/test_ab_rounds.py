@@ -74,3 +74,17 @@ def test_positional_constructor_and_custom_schedules(tmp_path, rounds, cap, look
     r = runner(tmp_path, 1.0, 0.5, seed=1, rounds_wanted=rounds, max_rounds=cap)
     assert list(r.schedule.looks) == looks
     assert len(r.run()["rounds"]) in looks
+
+
+def test_auto_moves_the_last_look_to_the_rounds_the_noise_needs(tmp_path):
+    # 8% a run: at the suite's tolerances nine rounds leave a metric undecided
+    fixed = runner(tmp_path / "fixed", 1.0, 0.08).run()
+    said = []
+    r = runner(tmp_path / "auto", 1.0, 0.08, extend_to=41)
+    r.on_look = lambda comparison, upcoming, walls: said.append(comparison.schedule["looks"][-1])
+    auto = r.run()
+    assert fixed["comparison"]["verdict"] == "INCONCLUSIVE" and len(fixed["rounds"]) == 9
+    last = auto["schedule"]["looks"][-1]
+    assert 9 < last <= 41 and said[-1] == last  # a look's line names the plan as moved
+    assert auto["schedule"]["spent"][0] == pytest.approx(0.01 * (3 / 9) ** 2)
+    assert auto["comparison"]["verdict"] == "PASS" and len(auto["rounds"]) > 9
