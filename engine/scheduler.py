@@ -361,6 +361,7 @@ class Scheduler:
         if self.parked is seq:
             self.parked = None
         seq.status, seq.finish_reason = Status.FINISHED, reason
+        self._update_gauges()  # before its last event: a client that saw it end sees it gone
         self._emit(seq, Event(text=text, finish_reason=reason, error=error))
         self.emitters.pop(seq.seq_id, None)
 
