@@ -6,25 +6,26 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from typing import TYPE_CHECKING
 
 import aiohttp
 
 from harness.load.arrivals import arrival_offsets
 from harness.load.baton import Baton, turn
+from harness.load.cancels import cancelled
 from harness.load.prompts import Prompt
 from harness.load.record import RequestRecord
+from harness.load.stream import Stream, error_text
 from harness.workload.suite import Phase
+
+if TYPE_CHECKING:
+    from harness.load.workers import ClientWorkers
 
 READ_BUFSIZE = 10 * 1024 * 1024  # one SSE line must fit; a small buffer also costs reads
 FAILED_FINISH = ("error", "cancelled")  # a stream the server ended this way did not complete
-
-
-class StreamError(ValueError):
-    """A stream event that is not an OpenAI chunk; the request is recorded as failed."""
 
 
 def make_session(
@@ -84,9 +85,11 @@ class LoadDriver:
         model: str,
         t0: float,
         baton: tuple[Baton, str] | None = None,  # shared with arms measured at once, our name
+        workers: ClientWorkers | None = None,  # client processes that fire the requests
     ) -> None:
         self.session, self.base, self.model, self.t0 = session, base, model, t0
         self.baton, self.arm = baton or (None, "")
+        self.workers = workers
         self.stop = asyncio.Event()  # set when the server is gone: unsent requests are skipped
         self.paused: dict[str, float] = {}  # per phase: seconds between its bursts spent waiting
 
@@ -100,12 +103,59 @@ class LoadDriver:
         on_done: Callable[[RequestRecord], None] = lambda r: None,
     ) -> list[RequestRecord]:
         """Fire the phase; a burst phase with `bursts` > 1 fires its bursts back to back, each
-        with fresh prompts (`prompts` holds them all), each when the previous one has ended."""
-        offsets = arrival_offsets(phase)
-        slots = asyncio.Semaphore(phase.clients)
+        with fresh prompts (`prompts` holds them all), each when the previous one has ended.
+        With client workers every burst (or the whole phase) is shared out among them."""
         phase_end = self.now() + phase.phase_timeout_s
+        if phase.turns > 1:
+            async with turn(self.baton, self.arm):
+                units = range(phase.requests)
+                return await self._share(phase, prompts, units, self.now(), phase_end, on_done)
+        records: list[RequestRecord] = []
+        self.paused[phase.name] = 0.0
+        for b in range(phase.bursts):  # a gone server: the later bursts record "not sent"
+            async with turn(self.baton, self.arm) as waited:  # one turn of arms measured at once
+                phase_end += waited  # the other arms' turns count against neither the deadline
+                self.paused[phase.name] += waited if b else 0.0  # nor the throughput's span
+                first = b * phase.requests
+                batch = range(first, first + phase.requests)
+                records += await self._share(phase, prompts, batch, self.now(), phase_end, on_done)
+        return records
 
-        async def one(i: int, start: float) -> RequestRecord:
+    async def _share(
+        self,
+        phase: Phase,
+        prompts: list[Prompt],
+        units: range,
+        start: float,
+        phase_end: float,
+        on_done: Callable[[RequestRecord], None],
+    ) -> list[RequestRecord]:
+        """`fire` here, or dealt out to the client workers."""
+        if self.workers is None:
+            return await self.fire(phase, prompts, list(units), start, phase_end, on_done)
+        return await self.workers.fire(phase, prompts, list(units), start, phase_end, on_done,
+                                       self.stop)  # fmt: skip
+
+    async def fire(
+        self,
+        phase: Phase,
+        prompts: list[Prompt],
+        units: list[int],
+        start: float,
+        phase_end: float,
+        on_done: Callable[[RequestRecord], None] = lambda r: None,
+        clients: int | None = None,
+    ) -> list[RequestRecord]:
+        """Requests `units` of the phase (conversations, when it has turns), each due at
+        `start` plus its arrival offset, at most `clients` (the phase's) at once."""
+        offsets, dropped = arrival_offsets(phase), cancelled(phase)
+        slots = asyncio.Semaphore(clients or phase.clients)
+        if phase.turns > 1:
+            return await self._conversations(
+                phase, prompts, units, (offsets, dropped), slots, start, phase_end, on_done
+            )
+
+        async def one(i: int) -> RequestRecord:
             rec = RequestRecord(
                 phase.name, i, prompts[i].tokens, prompts[i].max_tokens or phase.max_tokens
             )
@@ -123,38 +173,29 @@ class LoadDriver:
                 else:
                     if offsets is None:
                         rec.arrival = self.now()
-                    await self.request(phase, prompts[i].text, rec, left)
+                    await self.request(phase, prompts[i].text, rec, left, cancel=i in dropped)
             on_done(rec)
             return rec
 
-        if phase.turns > 1:
-            async with turn(self.baton, self.arm):
-                return await self._conversations(phase, prompts, offsets, slots, phase_end, on_done)
-        records: list[RequestRecord] = []
-        self.paused[phase.name] = 0.0
-        for b in range(phase.bursts):  # a gone server: the later bursts record "not sent"
-            async with turn(self.baton, self.arm) as waited:  # one turn of arms measured at once
-                phase_end += waited  # the other arms' turns count against neither the deadline
-                self.paused[phase.name] += waited if b else 0.0  # nor the throughput's span
-                start, first = self.now(), b * phase.requests
-                batch = range(first, first + phase.requests)
-                records += await asyncio.gather(*(one(i, start) for i in batch))
-        return records
+        return list(await asyncio.gather(*(one(i) for i in units)))
 
     async def _conversations(
         self,
         phase: Phase,
         prompts: list[Prompt],
-        offsets: list[float] | None,
+        units: list[int],
+        chosen: tuple[list[float] | None, frozenset[int]],
         slots: asyncio.Semaphore,
+        start: float,
         phase_end: float,
         on_done: Callable[[RequestRecord], None],
     ) -> list[RequestRecord]:
-        """`requests` conversations of `turns` chat requests each, at most `clients` at once:
+        """Conversations `units` of `turns` chat requests each, at most `clients` at once:
         turn k+1 sends the conversation so far, the server's own answers included, plus a new
         user message, `think_time_s` after turn k ended. A turn that fails ends its
-        conversation (its later turns are recorded as not sent)."""
-        start = self.now()
+        conversation (its later turns are recorded as not sent). `chosen`: the arrival offsets
+        and the requests the client cancels."""
+        offsets, dropped = chosen
 
         async def conversation(c: int) -> list[RequestRecord]:
             if offsets is not None:
@@ -176,7 +217,7 @@ class LoadDriver:
                     else:
                         messages.append({"role": "user", "content": prompts[i].text})
                         answer: list[str] = []
-                        await self.request(phase, messages, rec, left, answer)
+                        await self.request(phase, messages, rec, left, answer, i in dropped)
                         messages.append({"role": "assistant", "content": "".join(answer)})
                         if not rec.ok:
                             reason = f"turn {k + 1} of this conversation failed"
@@ -186,7 +227,7 @@ class LoadDriver:
                     out.append(rec)
             return out
 
-        done = await asyncio.gather(*(conversation(c) for c in range(phase.requests)))
+        done = await asyncio.gather(*(conversation(c) for c in units))
         return [rec for conv in done for rec in conv]
 
     async def _sleep_until(self, due: float) -> None:
@@ -202,80 +243,78 @@ class LoadDriver:
         rec: RequestRecord,
         left_s: float = float("inf"),
         answer: list[str] | None = None,
+        cancel: bool = False,
     ) -> None:
         """Stream one request into `rec`, within its deadline and what is left of the phase's;
-        any failure is recorded on it, never raised. `answer`, when given, collects the text."""
+        any failure is recorded on it, never raised. `answer`, when given, collects the text.
+        With `cancel`, the client drops it as the phase says (cancels.py): the connection is
+        closed after so many tokens or so long after sending."""
         path, body = request_body(phase, self.model, prompt, rec.max_tokens)
         rec.send = self.now()
         deadline = min(phase.request_deadline_s, left_s)
+        after_s = phase.cancel_after_ms / 1e3 if cancel and phase.cancel_after_ms else None
+        after_tokens = phase.cancel_after_tokens if cancel else None
+        limit = min(deadline, after_s) if after_s else deadline
         try:
-            async with asyncio.timeout(deadline):
+            async with asyncio.timeout(limit):
                 async with self.session.post(self.base + path, json=body) as resp:
                     rec.status = resp.status
                     if resp.status != 200:
-                        rec.error = _error_text(await resp.text())
+                        rec.error = error_text(await resp.text())
                     else:
-                        await self._read_stream(resp, rec, answer)
+                        await self._read_stream(resp, rec, answer, after_tokens)
+                        if rec.cancelled:
+                            resp.close()  # the server sees the client go at its next write
         except TimeoutError:
-            rec.error = (
-                request_deadline(phase)
-                if deadline == phase.request_deadline_s
-                else phase_deadline(phase)
-            )
+            if after_s and limit < deadline:
+                rec.cancelled = True
+            else:
+                rec.error = (
+                    request_deadline(phase)
+                    if deadline == phase.request_deadline_s
+                    else phase_deadline(phase)
+                )
         except (aiohttp.ClientError, OSError, ValueError) as exc:
             rec.error = f"{type(exc).__name__}: {exc}"[:500]
         rec.end = self.now()
 
     async def _read_stream(
-        self, resp: aiohttp.ClientResponse, rec: RequestRecord, answer: list[str] | None = None
+        self,
+        resp: aiohttp.ClientResponse,
+        rec: RequestRecord,
+        answer: list[str] | None = None,
+        stop_after: int | None = None,
     ) -> None:
-        last, done = None, False
-        async for raw in resp.content:
-            line = raw.strip()
-            if not line.startswith(b"data:"):
-                continue
-            data = line[5:].strip()
-            if data == b"[DONE]":
-                done = True
-                break
+        """Read the stream a read at a time: every event of one read is stamped with its time,
+        and the k tokens a read brings after the previous token's read record k gaps of 1/k of
+        the time between (docs/measurement.md): tokens that waited in the socket for a late
+        client make its ITL neither 0 nor fast. With `stop_after`, stop (cancelled) once that
+        many tokens came (0: before the first)."""
+        stream = Stream(rec, answer)
+        pending = b""
+        if stop_after == 0:
+            rec.cancelled = True
+            return
+        async for data in resp.content.iter_any():
             now = self.now()
-            event = _event(data)
-            if "error" in event:
-                rec.error = _error_text(json.dumps(event))
+            *lines, pending = (pending + data).split(b"\n")
+            stream.read(now, lines)
+            if stream.done or rec.error:
+                break
+            if stop_after is not None and rec.client_tokens >= stop_after:
+                rec.cancelled = True
                 return
-            rec.response_id = rec.response_id or event.get("id")
-            if isinstance(event.get("usage"), dict):
-                usage = event["usage"]
-                rec.output_tokens = usage.get("completion_tokens")
-                rec.usage_prompt_tokens = usage.get("prompt_tokens")
-                details = usage.get("prompt_tokens_details")
-                if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
-                    rec.cached_tokens = details["cached_tokens"]
-            for choice in event.get("choices") or []:
-                delta = choice.get("delta")
-                text = choice.get("text") or (
-                    delta.get("content") if isinstance(delta, dict) else None
-                )
-                if text:
-                    if answer is not None:
-                        answer.append(text)
-                    if last is None:
-                        rec.first_token = now
-                    else:
-                        rec.itl_s.append(now - last)
-                    last = now
-                    rec.client_tokens += 1
-                    if rec.client_tokens > rec.max_tokens:  # each chunk holds >= 1 token
-                        rec.error = f"{OVER_LONG}: more than max_tokens ({rec.max_tokens}) chunks"
-                        return
-                rec.finish_reason = choice.get("finish_reason") or rec.finish_reason
+        if not (stream.done or rec.error) and pending.strip():
+            stream.read(self.now(), [pending])
+        if rec.error:
+            return
         if rec.finish_reason is None:  # every complete OpenAI stream ends with one
-            rec.error = "stream cut off: no finish_reason" + ("" if done else " and no [DONE]")
+            cut = "" if stream.done else " and no [DONE]"
+            rec.error = f"stream cut off: no finish_reason{cut}"
         elif rec.finish_reason in FAILED_FINISH:
             rec.error = f"stream ended with finish_reason {rec.finish_reason!r}"
 
 
-OVER_LONG = "stream too long"
 DEADLINE = "deadline"
 
 
@@ -285,27 +324,3 @@ def request_deadline(phase: Phase) -> str:
 
 def phase_deadline(phase: Phase) -> str:
     return f"phase {DEADLINE} ({phase.phase_timeout_s:g} s) passed"
-
-
-def _event(data: bytes) -> dict:
-    """One `data:` payload as an OpenAI chunk: an object whose choices are objects."""
-    try:
-        event = json.loads(data)
-    except ValueError:
-        raise StreamError(f"stream event is not JSON: {data[:80]!r}") from None
-    if not isinstance(event, dict):
-        raise StreamError(f"stream event is not a JSON object: {data[:80]!r}")
-    choices = event.get("choices")
-    if choices is not None and not (
-        isinstance(choices, list) and all(isinstance(c, dict) for c in choices)
-    ):
-        raise StreamError(f"stream event's choices is not a list of objects: {data[:80]!r}")
-    return event
-
-
-def _error_text(body: str) -> str:
-    try:
-        message = json.loads(body)["error"]["message"]
-    except (ValueError, KeyError, TypeError):
-        message = body
-    return str(message).strip()[:500]

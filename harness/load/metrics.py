@@ -22,6 +22,7 @@ def frame(records: list[RequestRecord]) -> pd.DataFrame:
         {
             "phase": r.phase,
             "ok": r.ok,
+            "cancelled": r.cancelled,
             "send": r.send,
             "end": r.end,
             "queue_ms": r.queue_s * 1e3,
@@ -76,7 +77,8 @@ def latency_stats(
     return {
         "requests": len(df),
         "ok": len(ok),
-        "errors": len(df) - len(ok),
+        "errors": int((~df["ok"] & ~df["cancelled"]).sum()) if len(df) else 0,
+        "cancelled": int(df["cancelled"].sum()) if len(df) else 0,
         **{m.name: _q(columns.get(m.column), m.quantile) for m in CATALOGUE if m.column},
         "output_tokens": tokens,
         "tok_s": tokens / span if span > 0 else None,
@@ -87,6 +89,69 @@ def latency_stats(
         "token_mismatches": int(df["mismatch"].sum()) if len(df) else 0,
         "usage_missing": int(ok["usage_missing"].sum()) if len(ok) else 0,
     }
+
+
+WINDOW_S = 10.0  # the width of a phase's time slices
+
+
+def token_times(r: RequestRecord) -> list[float]:
+    """When the client read each of a request's tokens (run clock): the first token's read,
+    then one per ITL gap; tokens that came in the first read share its time."""
+    if r.first_token is None:
+        return []
+    times, t = [r.first_token] * max(r.client_tokens - len(r.itl_s), 1), r.first_token
+    for gap in r.itl_s:
+        t += gap
+        times.append(t)
+    return times
+
+
+def time_windows(
+    records: list[RequestRecord], start: float, end: float, width: float = WINDOW_S
+) -> list[dict]:
+    """A phase's latencies per slice of `width` seconds from its start (the last one ends with
+    the phase), so that warm-up and drift show: each slice's requests by the time they were
+    sent (TTFT p50, TPOT median, errors), its gaps and tokens by the time they were read (ITL
+    p50, tok/s). Slices in which nothing was sent or read are left out."""
+    from statistics import median
+
+    def k(t: float) -> int:
+        return max(int((t - start) // width), 0)
+
+    slices: dict[int, dict] = {}
+
+    def at(i: int) -> dict:
+        return slices.setdefault(i, {"ttft": [], "tpot": [], "itl": [], "tokens": 0, "sent": 0,
+                                     "errors": 0})  # fmt: skip
+
+    for r in records:
+        s = at(k(r.send))
+        s["sent"] += 1
+        if not r.ok:
+            s["errors"] += r.failed
+            continue
+        if r.ttft_s is not None:
+            s["ttft"].append(r.ttft_s * 1e3)
+        if r.tpot_s is not None:
+            s["tpot"].append(r.tpot_s * 1e3)
+        times = token_times(r)
+        for t in times:
+            at(k(t))["tokens"] += 1
+        for t, gap in zip(times[len(times) - len(r.itl_s) :], r.itl_s, strict=True):
+            at(k(t))["itl"].append(gap * 1e3)
+
+    def mid(values: list[float]) -> float | None:
+        return round(median(values), 3) if values else None
+
+    out = []
+    for i, s in sorted(slices.items()):
+        to = max(min((i + 1) * width, end - start), i * width + 1e-3)
+        out.append({
+            "from_s": i * width, "to_s": round(to, 3), "sent": s["sent"], "errors": s["errors"],
+            "ttft_p50_ms": mid(s["ttft"]), "tpot_ms": mid(s["tpot"]),
+            "itl_p50_ms": mid(s["itl"]), "tok_s": round(s["tokens"] / (to - i * width), 3),
+        })  # fmt: skip
+    return out
 
 
 def run_summary(
@@ -107,7 +172,7 @@ def run_summary(
     summary["peak_device_bytes"] = _max(m.get("peak_device_bytes") for m in phase_memory)
     summary["startup_s"] = startup_s
     summary["startup_peak_rss_bytes"] = startup_peak
-    return {k: summary[k] for k in SUMMARY_KEYS}
+    return {k: summary.get(k) for k in SUMMARY_KEYS}
 
 
 def _span(df: pd.DataFrame) -> float:

@@ -7,12 +7,13 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from harness.load.client_check import LagProbe, client_summary
 from harness.load.counters import MetricsEndpoint, Snapshot, deltas
 from harness.load.gauges import GaugeWatch
 from harness.load.load import LoadDriver, frozen_gc
 from harness.load.memory_peaks import MemoryEndpoint, read_hwm, reset_hwm
 from harness.load.memory_timeline import Sampler
-from harness.load.metrics import latency_stats
+from harness.load.metrics import latency_stats, time_windows
 from harness.load.prompts import Prompt
 from harness.load.record import RequestRecord
 from harness.workload.expect import ExpectContext, ExpectOutcome, evaluate
@@ -65,6 +66,7 @@ class PhaseResult:
     counters: dict[str, float] = field(default_factory=dict)
     expect: list[ExpectOutcome] = field(default_factory=list)
     paused_s: float = 0.0  # inside the window, waiting while other arms took their turns
+    client: dict = field(default_factory=dict)  # the client's own check (client_check.py)
 
     def as_dict(self) -> dict:
         out = {
@@ -73,6 +75,8 @@ class PhaseResult:
             "stats": latency_stats(self.records, paused={self.name: self.paused_s}),
             "memory": self.memory,
             "expect": [o.as_dict() for o in self.expect],
+            "client": self.client,
+            "windows": time_windows(self.records, *self.window),
         }
         turns = sorted({r.turn for r in self.records})
         if len(turns) > 1:  # conversations: the same scalars per turn index
@@ -99,17 +103,24 @@ async def run_phase(
         gauges.reset()
         gauges.take(before)
     watching = asyncio.create_task(gauges.watch()) if gauges else None
+    probe = LagProbe()
     try:
         with frozen_gc():
             start = sampler.mark(phase.name) if sampler else probes.driver.now()
+            probe.start()
             records = await probes.driver.run_phase(phase, prompts, progress.request_done)
     finally:
+        probe.stop()
         watchdog.cancel()
         if watching:
             watching.cancel()
     end = probes.driver.now()
     result = PhaseResult(phase.name, records, (start, end))
     result.paused_s = probes.driver.paused.get(phase.name, 0.0)
+    tokens, coalesced = sum(r.client_tokens for r in records), sum(r.coalesced for r in records)
+    pool = probes.driver.workers  # with client workers, theirs are the loops that read
+    readers, procs = (pool.take_probes(), pool.n) if pool else ([probe], 1)
+    result.client = client_summary(readers, tokens, coalesced, procs)
     if not measured:
         return result
     if probes.server_exited():  # only the timeline can still say something

@@ -26,10 +26,18 @@ class RequestRecord:
     response_id: str | None = None  # the stream's "id", to match the server's own logs
     turn: int = 1  # in a conversation (turns > 1): which turn this request is
     cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens, if reported
+    coalesced: int = 0  # tokens that came in one read with another of this stream's tokens
+    cancelled: bool = False  # the client dropped it by design (a phase's cancel_share)
+    output_sha256: str | None = None  # of the text streamed (UTF-8), to compare outputs
 
     @property
     def ok(self) -> bool:
-        return self.status == 200 and not self.error
+        return self.status == 200 and not self.error and not self.cancelled
+
+    @property
+    def failed(self) -> bool:
+        """Neither served whole nor cancelled by the client on purpose."""
+        return not self.ok and not self.cancelled
 
     @property
     def queue_s(self) -> float:

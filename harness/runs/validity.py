@@ -1,10 +1,12 @@
 """Whether a run is valid evidence: the server stayed up, prompts were built, every phase
-served requests and showed the counter movements its suite expects."""
+served requests and showed the counter movements its suite expects, and the client kept up."""
 
 from __future__ import annotations
 
-from harness.load.load import DEADLINE, OVER_LONG
+from harness.load.client_check import client_fell_behind
+from harness.load.load import DEADLINE
 from harness.load.phase import PhaseResult
+from harness.load.stream import OVER_LONG
 
 
 def judge(
@@ -30,7 +32,7 @@ def judge(
         broken = [r for r in phase.records if DEADLINE in r.error or OVER_LONG in r.error]
         if broken:  # a server that never finishes or never stops is not measured, at any rate
             reasons.append(f"phase {phase.name!r}: {len(broken)} request(s): {broken[0].error}")
-        failed = [r for r in phase.records if not r.ok]
+        failed = [r for r in phase.records if r.failed]
         allowed = (max_error_rate or {}).get(phase.name, 0.5)
         if phase.records and len(failed) > allowed * len(phase.records):
             n, total = len(failed), len(phase.records)
@@ -49,6 +51,10 @@ def judge(
                     f"{p99:.1f} ms > {bound:g} ms (max_lateness_ms); more clients or a slower "
                     "time_scale"
                 )
+        itl = sorted(g for r in phase.records if r.ok for g in r.itl_s)
+        itl_p50_ms = itl[len(itl) // 2] * 1e3 if itl else None
+        if late_client := client_fell_behind(phase.name, phase.client, itl_p50_ms):
+            reasons.append(late_client)
         for outcome in phase.expect:
             if outcome.status != "fail":
                 continue

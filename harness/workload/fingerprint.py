@@ -46,6 +46,15 @@ def workload(
                 **({"dataset_sha256": p.dataset.digest} if p.dataset else {}),
                 **({"turns": p.turns, "think_time_s": p.think_time_s} if p.turns > 1 else {}),
                 **({"followup_tokens": p.followup_tokens} if p.followup_tokens else {}),
+                **(
+                    {
+                        "cancel_share": p.cancel_share,
+                        "cancel_after_tokens": p.cancel_after_tokens,
+                        "cancel_after_ms": p.cancel_after_ms,
+                    }
+                    if p.cancel_share
+                    else {}
+                ),  # fmt: skip
             }
             for p, lengths in phases
         ],

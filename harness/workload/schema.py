@@ -15,7 +15,7 @@ MAX_TOML_BYTES = 4 * 2**20  # a suite or a servegate.toml is a few KB
 
 SUITE = {
     "name": str, "description": str, "model": str, "flags": (str, ARRAY, TABLE), "warmup": TABLE,
-    "phase": ARRAY, "gate": TABLE, "slo": TABLE,
+    "phase": ARRAY, "gate": TABLE, "slo": TABLE, "client_procs": int, "capacity": TABLE,
 }  # fmt: skip
 PHASE = {
     "name": str, "arrival": str, "clients": int, "requests": int, "rate": NUMBER, "seed": int,
@@ -24,9 +24,12 @@ PHASE = {
     "bursts": int, "request_timeout_s": NUMBER, "phase_timeout_s": NUMBER, "burstiness": NUMBER,
     "ramp": str, "ramp_to": NUMBER, "stages": ARRAY, "trace": str, "time_scale": NUMBER,
     "max_lateness_ms": NUMBER, "dataset": str, "turns": int, "think_time_s": NUMBER,
-    "followup_tokens": int,
+    "followup_tokens": int, "cancel_share": NUMBER, "cancel_after_tokens": int,
+    "cancel_after_ms": NUMBER,
 }  # fmt: skip
 STAGE = {"rate": NUMBER, "duration_s": NUMBER}
+CAPACITY = {"mode": str, "start": NUMBER, "max": NUMBER, "precision": NUMBER,
+            "attainment": NUMBER, "steps": int}  # fmt: skip
 SLO = {"ttft_ms": NUMBER, "tpot_ms": NUMBER, "e2e_ms": NUMBER}  # a request's limits (goodput)
 DIST = {"dist": str, "min": int, "max": int, "mean": NUMBER, "std": NUMBER, "choices": ARRAY}
 TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false",

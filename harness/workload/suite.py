@@ -12,6 +12,7 @@ from pathlib import Path
 from harness.files import shipped_dir
 from harness.results.metrics import GATEABLE
 from harness.workload import schema
+from harness.workload.capacity import CapacityError, CapacityPlan
 from harness.workload.dataset import Dataset, DatasetError, read_dataset
 from harness.workload.expect import ExpectError, ExpectRule, parse_rule
 from harness.workload.trace import Trace, TraceError, read_trace
@@ -87,6 +88,9 @@ class Phase:
     turns: int = 1  # > 1: each of `requests` is a conversation of this many chat turns
     think_time_s: float = 0.0  # between a conversation's answer and its next user message
     followup_tokens: int | None = None  # turns after the first: their user messages' length
+    cancel_share: float = 0.0  # this share of the requests (a seeded choice) the client cancels
+    cancel_after_tokens: int | None = None  # ... after this many tokens (0: before the first)
+    cancel_after_ms: float | None = None  # ... or this long after sending
 
     def __post_init__(self) -> None:
         where = f"phase {self.name!r}"
@@ -153,6 +157,21 @@ class Phase:
             raise SuiteError(f"{where}: max_error_rate must be a fraction from 0 to 1")
         if not 0 <= self.prefix_tokens < max(self.prompt_tokens.floor, 1):
             raise SuiteError(f"{where}: prefix_tokens must be >= 0 and below every prompt length")
+        self._check_cancels(where)
+
+    def _check_cancels(self, where: str) -> None:
+        share, tokens, ms = self.cancel_share, self.cancel_after_tokens, self.cancel_after_ms
+        if not (_finite(share) and 0 <= share <= 1):
+            raise SuiteError(f"{where}: cancel_share must be a fraction from 0 to 1")
+        if share and (tokens is None) == (ms is None):
+            raise SuiteError(f"{where}: cancel_share needs cancel_after_tokens or cancel_after_ms")
+        if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)
+                                   or not 0 <= tokens < self.max_tokens):  # fmt: skip
+            raise SuiteError(f"{where}: cancel_after_tokens must be whole, below max_tokens")
+        if ms is not None and not (_finite(ms) and ms > 0):
+            raise SuiteError(f"{where}: cancel_after_ms must be a finite number > 0")
+        if (tokens is not None or ms is not None) and not share:
+            raise SuiteError(f"{where}: cancel_after_* needs a cancel_share > 0")
 
     @property
     def request_deadline_s(self) -> float:
@@ -183,23 +202,29 @@ class Suite:
     gate: dict[str, float] = field(default_factory=dict)
     memory_slack_bytes: int = DEFAULT_MEMORY_SLACK
     slo: dict[str, float] = field(default_factory=dict)  # per-request limits goodput counts
+    client_procs: int = 1  # processes that fire the requests (load/workers.py); not workload
+    capacity: CapacityPlan | None = None  # [capacity]: after the phases, search the highest load
 
     def flags_for(self, server: str) -> str:
         """The suite's flags for the server named `server` (its project's or program's name)."""
         return self.flags.get(server, self.flags.get(ANY_SERVER, ""))
 
 
-OVERRIDES = ("clients", "requests", "prompt_tokens", "max_tokens", "rate")
+OVERRIDES = ("clients", "requests", "prompt_tokens", "max_tokens", "rate", "client_procs")
+MAX_CLIENT_PROCS = 64
 
 
 def override(suite: Suite, **given: int | float | None) -> Suite:
     """The suite with every measured phase's `clients`, `requests`, `prompt_tokens` (an exact
     length), `max_tokens` or `rate` (arrival = "rate") replaced where given: a first look
     needs no TOML. The phases change, so the fingerprint does; a value a phase cannot take is
-    a SuiteError naming the option."""
+    a SuiteError naming the option. `client_procs` changes how the load is fired, not the
+    workload: the fingerprint stays."""
     changes = {k: v for k, v in given.items() if v is not None}
     if unknown := set(changes) - set(OVERRIDES):
         raise SuiteError(f"cannot override {', '.join(sorted(unknown))}")
+    if "client_procs" in changes:  # how the load is fired, not what it is
+        suite = replace(suite, client_procs=_client_procs(changes.pop("client_procs")))
     if not changes:
         return suite
     steps = {k: {k: v} for k, v in changes.items()}  # applied in turn: an error names its own
@@ -285,6 +310,9 @@ def parse_suite(data: dict, path: Path) -> Suite:
             raise SuiteError(f"slo.{key} must be a number of milliseconds > 0, got {limit!r}")
     if "goodput_req_s" in gate and not slo:
         raise SuiteError("gate.goodput_req_s needs an [slo] table (ttft_ms, tpot_ms, e2e_ms)")
+    capacity = _capacity(data.get("capacity"), slo)
+    if "capacity_req_s" in gate and capacity is None:
+        raise SuiteError("gate.capacity_req_s needs a [capacity] table (the search to run)")
     raw_flags = data.get("flags", "")
     by_server = raw_flags if isinstance(raw_flags, dict) else {ANY_SERVER: raw_flags}
     flags = {name: _flags(value, f"flags.{name}") for name, value in by_server.items()}
@@ -302,7 +330,29 @@ def parse_suite(data: dict, path: Path) -> Suite:
         gate={k: float(v) for k, v in gate.items()},
         memory_slack_bytes=int(slack * 2**20),
         slo={k: float(v) for k, v in slo.items()},
+        client_procs=_client_procs(data.get("client_procs", 1)),
+        capacity=capacity,
     )
+
+
+def _capacity(table: dict | None, slo: dict) -> CapacityPlan | None:
+    if table is None:
+        return None
+    schema.check_table(table, schema.CAPACITY, "capacity")
+    if not slo:
+        raise SuiteError("[capacity] needs an [slo] table: the limits a level must meet")
+    keys = {"max": "most"}
+    try:
+        return CapacityPlan(**{keys.get(k, k): v for k, v in table.items()})
+    except CapacityError as exc:
+        raise SuiteError(str(exc)) from None
+
+
+def _client_procs(n: object) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_CLIENT_PROCS:
+        raise SuiteError(f"client_procs must be a whole number from 1 to {MAX_CLIENT_PROCS}, "
+                         f"got {n!r}")  # fmt: skip
+    return n
 
 
 def _flags(value: object, where: str) -> str:

@@ -95,3 +95,26 @@ def test_goodput_counts_the_requests_that_meet_every_limit_per_second():
     assert both["goodput_req_s"] == 0.0  # every TPOT is 10 ms: none meets both
     assert latency_stats(records)["goodput_req_s"] is None  # no SLO, no goodput
     assert s["itl_p95_ms"] == pytest.approx(10.0)
+
+
+def test_a_phase_in_time_slices_counts_each_token_where_it_was_read():
+    from harness.load.metrics import time_windows, token_times
+
+    def rec(i, send, first, gaps, tokens=None, ok=True):
+        r = RequestRecord("main", i, 8, 16, arrival=send, send=send, first_token=first,
+                          end=first + sum(gaps), itl_s=list(gaps), status=200 if ok else 500,
+                          client_tokens=tokens or len(gaps) + 1)  # fmt: skip
+        return r
+
+    early = rec(0, 1.0, 2.0, [1.0] * 9)  # tokens read at 2..11 s: 8 in the first slice, 2 after
+    late = rec(1, 12.0, 13.0, [0.5, 0.5], tokens=4)  # one token came with the first
+    assert token_times(late) == [13.0, 13.0, 13.5, 14.0]
+    failed = rec(2, 15.0, 15.5, [], ok=False)
+    slices = time_windows([early, late, failed], start=0.0, end=15.0, width=10.0)
+    first, second = slices
+    assert (first["from_s"], first["to_s"], first["sent"]) == (0.0, 10.0, 1)
+    assert first["ttft_p50_ms"] == 1000.0 and first["itl_p50_ms"] == 1000.0
+    assert first["tok_s"] == 0.8  # 8 tokens read in 10 s
+    assert (second["to_s"], second["sent"], second["errors"]) == (15.0, 2, 1)
+    assert second["tok_s"] == (2 + 4) / 5  # the last slice ends with the phase
+    assert second["ttft_p50_ms"] == 1000.0 and second["itl_p50_ms"] == 750.0  # 1, 1, .5, .5 s

@@ -1,0 +1,187 @@
+"""Client processes: a phase's streams spread over worker processes, each with its own event
+loop and connection pool, so that one Python process parsing every stream's events does not
+set the latencies (docs/measurement.md, "More than one client process"). Records come back as
+each request ends and are merged in request order; every process stamps them on the same
+monotonic clock (perf_counter is CLOCK_MONOTONIC), from the run's t0."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+
+from harness.load.client_check import LagProbe
+from harness.load.load import LoadDriver, frozen_gc, make_session
+from harness.load.prompts import Prompt
+from harness.load.record import RequestRecord
+from harness.workload.suite import Phase
+
+
+def split(units: list[int], clients: int, n: int) -> list[tuple[list[int], int]]:
+    """Units dealt round-robin over `n` processes, with the phase's clients divided as evenly
+    (each process at least one): the same requests, the same concurrency in all."""
+    shares = [units[w::n] for w in range(n)]
+    return [(s, max(clients // n + (w < clients % n), 1)) for w, s in enumerate(shares) if s]
+
+
+class ClientWorkers:
+    """`n` worker processes for one run, started once and used by every phase."""
+
+    def __init__(
+        self, n: int, base: str, model: str, t0: float, clients: int, api_key: str = ""
+    ) -> None:
+        ctx = multiprocessing.get_context("spawn")  # the harness runs threads: no fork
+        self.n, self.t0, self.conns, self.procs, self.probes = n, t0, [], [], []
+        args = (base, model, t0, -(-clients // n), api_key)
+        for _ in range(n):
+            ours, theirs = ctx.Pipe()
+            proc = ctx.Process(target=work, args=(theirs, *args), daemon=True)
+            proc.start()
+            theirs.close()
+            self.conns.append(ours)
+            self.procs.append(proc)
+
+    async def fire(
+        self,
+        phase: Phase,
+        prompts: list[Prompt],
+        units: list[int],
+        start: float,
+        phase_end: float,
+        on_done: Callable[[RequestRecord], None],
+        stop: asyncio.Event,
+    ) -> list[RequestRecord]:
+        loop, inbox = asyncio.get_running_loop(), asyncio.Queue()
+        shares = split(units, phase.clients, self.n)
+        readers = []
+        for w, (share, clients) in enumerate(shares):
+            self.conns[w].send(("fire", phase, prompts, share, start, phase_end, clients))
+            reader = threading.Thread(target=_read, args=(self.conns[w], loop, inbox), daemon=True)
+            reader.start()
+            readers.append(reader)
+        stopping = asyncio.ensure_future(_stop_when(stop, self.conns[: len(shares)]))
+        records: list[RequestRecord] = []
+        ended = 0
+        try:
+            while ended < len(shares):
+                kind, payload = await inbox.get()
+                if kind == "done":
+                    records.append(payload)
+                    on_done(payload)
+                elif kind == "end":
+                    self.probes.append(LagProbe(*payload))
+                    ended += 1
+                else:  # the process is gone: its unfinished requests failed
+                    ended += 1
+        finally:
+            stopping.cancel()
+        got = {r.index for r in records}
+        for i in (i for s, _ in shares for i in s if i not in got):
+            rec = RequestRecord(phase.name, i, prompts[i].tokens, phase.max_tokens)
+            rec.arrival = rec.send = rec.end = time.perf_counter() - self.t0
+            rec.error = "not sent: its client process exited"
+            records.append(rec)
+        return sorted(records, key=lambda r: (r.index, r.turn))
+
+    def take_probes(self) -> list[LagProbe]:
+        """The worker processes' lag probes since the last call (one per share fired)."""
+        probes, self.probes = self.probes, []
+        return probes
+
+    def close(self) -> None:
+        for conn in self.conns:
+            with suppress(OSError):
+                conn.send(None)
+        for proc in self.procs:
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.kill()
+
+
+@contextmanager
+def client_workers(
+    n: int, base: str, model: str, t0: float, clients: int, api_key: str = ""
+) -> Iterator[ClientWorkers | None]:
+    """`n` client processes for a run, stopped at its end; None (the run's own loop fires
+    every request) for one."""
+    if n <= 1:
+        yield None
+        return
+    workers = ClientWorkers(n, base, model, t0, clients, api_key)
+    try:
+        yield workers
+    finally:
+        workers.close()
+
+
+def _read(conn, loop: asyncio.AbstractEventLoop, inbox: asyncio.Queue) -> None:
+    """A share's messages, from its process to the loop, until its end (or the process's)."""
+    while True:
+        try:
+            kind, payload = conn.recv()
+        except (EOFError, OSError):
+            loop.call_soon_threadsafe(inbox.put_nowait, ("gone", None))
+            return
+        loop.call_soon_threadsafe(inbox.put_nowait, (kind, payload))
+        if kind == "end":
+            return
+
+
+async def _stop_when(stop: asyncio.Event, conns: list) -> None:
+    await stop.wait()
+    for conn in conns:
+        with suppress(OSError):
+            conn.send(("stop",))
+
+
+def work(conn, base: str, model: str, t0: float, clients: int, api_key: str) -> None:
+    """A worker process: fire each share it is sent, sending back each record as it ends and
+    its lag probe at the end; `None` ends it."""
+    asyncio.run(_work(conn, base, model, t0, clients, api_key))
+
+
+async def _work(conn, base: str, model: str, t0: float, clients: int, api_key: str) -> None:
+    loop = asyncio.get_running_loop()
+    inbox: asyncio.Queue = asyncio.Queue()
+
+    def receive() -> None:
+        while True:
+            try:
+                msg = conn.recv()
+            except (EOFError, OSError):
+                msg = None
+            loop.call_soon_threadsafe(inbox.put_nowait, msg)
+            if msg is None:
+                return
+
+    threading.Thread(target=receive, daemon=True).start()
+    async with make_session(clients, api_key=api_key) as session:
+        driver = LoadDriver(session, base, model, t0)
+        while (msg := await inbox.get()) is not None:
+            if msg[0] != "fire":
+                continue
+            _, phase, prompts, share, start, phase_end, clients = msg
+            driver.stop.clear()
+            listening = asyncio.ensure_future(_listen(inbox, driver))
+            probe = LagProbe()
+            with frozen_gc():
+                probe.start()
+                await driver.fire(phase, prompts, share, start, phase_end,
+                                  lambda r: conn.send(("done", r)), clients)  # fmt: skip
+                probe.stop()
+            listening.cancel()
+            conn.send(("end", (probe.lags_ms, probe.cpu_s, probe.wall_s)))
+
+
+async def _listen(inbox: asyncio.Queue, driver: LoadDriver) -> None:
+    """While a share runs: a stop from the parent (its server is gone) stops it too."""
+    while True:
+        msg = await inbox.get()
+        if msg is None or msg[0] == "stop":
+            driver.stop.set()
+            if msg is None:
+                inbox.put_nowait(None)  # the main loop ends after this share
+                return
