@@ -7,7 +7,7 @@ import asyncio
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -22,7 +22,7 @@ from harness.load.gauges import GaugeWatch
 from harness.load.load import LoadDriver, make_session
 from harness.load.memory_peaks import HWM_SUPPORTED, MemoryEndpoint, read_hwm
 from harness.load.memory_timeline import Sampler
-from harness.load.metrics import run_summary
+from harness.load.metrics import latency_stats, run_summary
 from harness.load.phase import PhaseResult, Probes, Progress, run_phase
 from harness.load.prompts import (
     PromptError,
@@ -31,13 +31,17 @@ from harness.load.prompts import (
     build_trace_prompts,
     dataset_prompts,
 )
+from harness.load.workers import client_workers
 from harness.results.store import schema
 from harness.runs.machine import git_commit, harness_version, machine_facts
 from harness.runs.validity import judge
+from harness.workload.capacity import Tried, attained, capacity_summary, next_level
 from harness.workload.fingerprint import fingerprint, prompts_digest, workload
+from harness.workload.levels import level_phase
 from harness.workload.suite import Phase, Suite
 
 SCHEMA = schema("run")
+LEVEL_STATS = ("requests", "ok", "ttft_p95_ms", "tpot_ms", "e2e_p95_ms", "goodput_req_s")
 HEALTH_FIELDS = ("commit", "version", "model", "backend", "device", "dtype", "runtime", "config")
 
 
@@ -165,7 +169,9 @@ def run_arm(
             suite.slo,
             startup_peak,
             {p.name: p.paused_s for p in phases},
-        ),
+        )
+        | {"capacity_req_s": (extras.get("capacity") or {}).get("capacity_req_s")},
+        "capacity": extras.get("capacity"),
         "phases": {p.name: p.as_dict() for p in phases},
         "counters": {p.name: p.counters for p in phases},
         "timeline": timeline.as_dict() if timeline else {"t": [], "rss": [], "marks": []},
@@ -219,35 +225,61 @@ async def _drive(
         model = await served_model(session, server.url, arm.model)
         counter = TokenCounter(session, server.url, model)
         extras = {"served_model": model, "tokenizer": await counter.detect()}
-        driver = LoadDriver(session, server.url, model, t0, baton)
-        metrics = MetricsEndpoint(session, server.url)
-        gauges = GaugeWatch(metrics, arm.gauges, arm.gauge_scale) if arm.gauges else None
-        probes = Probes(
-            driver, metrics, MemoryEndpoint(session, server.url), sampler, arm.strict_counters,
-            exited, gauges,
-        )  # fmt: skip
-        plan = ([suite.warmup] if suite.warmup else []) + list(suite.phases)
+        with client_workers(suite.client_procs, server.url, model, t0, clients,
+                            arm.api_key) as workers:  # fmt: skip
+            driver = LoadDriver(session, server.url, model, t0, baton, workers)
+            metrics = MetricsEndpoint(session, server.url)
+            gauges = GaugeWatch(metrics, arm.gauges, arm.gauge_scale) if arm.gauges else None
+            probes = Probes(
+                driver, metrics, MemoryEndpoint(session, server.url), sampler,
+                arm.strict_counters, exited, gauges,
+            )  # fmt: skip
+            plan = ([suite.warmup] if suite.warmup else []) + list(suite.phases)
+            try:
+                prompts = {p.name: await _prompts(counter, p) for p in plan}
+            except PromptError as exc:
+                return [], None, extras | {"error": f"prompts: {exc}"}
+            chat = any(p.endpoint == "chat" for p in plan)
+            extras["tokenizer"] += counter.chat_note(chat)
+            extras["exact"] = counter.exact(chat)
+            extras["prompts_sha256"] = prompts_digest(
+                [q.text for p in suite.phases for q in prompts[p.name]]
+            )
+            warmup = None
+            if suite.warmup:
+                warmup = await run_phase(probes, suite.warmup, prompts["warmup"], progress, False)
+            results = []
+            for phase in suite.phases:
+                if exited():
+                    break
+                results.append(await run_phase(probes, phase, prompts[phase.name], progress))
+            if suite.capacity and results and not exited():
+                extras["capacity"] = await _find_capacity(probes, suite, counter, progress, exited)
+            if sampler:
+                sampler.mark("end")
+            return results, warmup, extras
+
+
+async def _find_capacity(probes: Probes, suite: Suite, counter: TokenCounter, progress: Progress,
+                         exited: Callable[[], bool]) -> dict:  # fmt: skip
+    """The suite's capacity search on the running server, a level at a time (its first phase
+    reshaped, without its expectations); what it kept (workload/capacity.py)."""
+    plan, tried, stats = suite.capacity, [], []
+    while (level := next_level(plan, tried)) is not None and not exited():
+        shape = level_phase(suite.phases[0], plan.mode, level)
+        phase = replace(shape, name=f"capacity-{shape.name}", expect=())
         try:
-            prompts = {p.name: await _prompts(counter, p) for p in plan}
+            prompts = await _prompts(counter, phase)
         except PromptError as exc:
-            return [], None, extras | {"error": f"prompts: {exc}"}
-        chat = any(p.endpoint == "chat" for p in plan)
-        extras["tokenizer"] += counter.chat_note(chat)
-        extras["exact"] = counter.exact(chat)
-        extras["prompts_sha256"] = prompts_digest(
-            [q.text for p in suite.phases for q in prompts[p.name]]
-        )
-        warmup = None
-        if suite.warmup:
-            warmup = await run_phase(probes, suite.warmup, prompts["warmup"], progress, False)
-        results = []
-        for phase in suite.phases:
-            if exited():
-                break
-            results.append(await run_phase(probes, phase, prompts[phase.name], progress))
-        if sampler:
-            sampler.mark("end")
-        return results, warmup, extras
+            return {"error": f"capacity prompts: {exc}"}
+        result = await run_phase(probes, phase, prompts, progress, measured=False)
+        got = latency_stats(result.records, suite.slo, {phase.name: result.paused_s})
+        tried.append(Tried(level, attained(got), got["req_s"]))
+        stats.append({k: got.get(k) for k in LEVEL_STATS})
+    found = capacity_summary(plan, tried)
+    for level, kept in zip(found["levels"], stats, strict=True):
+        level |= kept
+    return found
 
 
 async def _prompts(counter: TokenCounter, phase: Phase) -> list:

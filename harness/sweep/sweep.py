@@ -14,13 +14,10 @@ from harness.runs.cold import measure_cold
 from harness.runs.plan import ArmPlan
 from harness.sim.simulated_run import sim_run
 from harness.workload.fingerprint import fingerprint
+from harness.workload.levels import level_name, level_phase
 from harness.workload.suite import Phase, Suite
 
-MODES = ("concurrency", "rate")
 COLD = ("round", "level")
-MIN_REQUESTS = 16  # per level: p95 from >= 16 requests, the 15th-16th order statistics
-PER_CLIENT = 4  # closed loop: each client sends >= 4 requests, so the first wave is a quarter
-RATE_SECONDS = 8  # open loop: >= 8 seconds of arrivals at the level's rate
 PEAKS = ("peak_rss_bytes", "peak_rss_sampled_bytes", "peak_device_bytes")
 
 
@@ -45,16 +42,6 @@ def parse_levels(text: str, mode: str) -> list[float]:
     return sorted(int(v) if mode == "concurrency" else v for v in values)
 
 
-def level_name(level: float, mode: str) -> str:
-    return f"c{level:g}" if mode == "concurrency" else f"r{level:g}"
-
-
-def default_requests(level: float, mode: str) -> int:
-    if mode == "concurrency":
-        return max(MIN_REQUESTS, PER_CLIENT * int(level))
-    return max(MIN_REQUESTS, math.ceil(RATE_SECONDS * level))
-
-
 @dataclass(frozen=True)
 class Sweep:
     """What to run: the suite's first phase reshaped once per level."""
@@ -66,18 +53,7 @@ class Sweep:
     cold: str = "round"  # round: one server per round runs every level; level: one per level
 
     def phase(self, level: float) -> Phase:
-        """The suite's phase at `level`; its own seed per level, so no level reuses another's
-        prompts (a server with a prompt cache would otherwise serve later levels from it)."""
-        base = self.suite.phases[0]
-        n = self.requests or default_requests(level, self.mode)
-        common = {
-            "name": level_name(level, self.mode),
-            "requests": n,
-            "seed": base.seed + round(level * 1000),
-        }
-        if self.mode == "concurrency":
-            return replace(base, arrival="concurrency", clients=int(level), rate=None, **common)
-        return replace(base, arrival="rate", clients=n, rate=float(level), **common)
+        return level_phase(self.suite.phases[0], self.mode, level, self.requests)
 
     def names(self) -> list[str]:
         return [level_name(v, self.mode) for v in self.levels]

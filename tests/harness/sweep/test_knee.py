@@ -13,7 +13,8 @@ from harness.sweep.knee import (
     knee,
     parse_slos,
 )
-from harness.sweep.sweep import Sweep, SweepError, default_requests, level_runs, parse_levels
+from harness.sweep.sweep import Sweep, SweepError, level_runs, parse_levels
+from harness.workload.levels import default_requests
 from harness.workload.suite import load_suite
 
 

@@ -1,0 +1,39 @@
+"""A load level: a suite's first phase reshaped to a concurrency (closed loop, clients) or a
+rate (open loop, requests/s), with enough requests for a p95. `harness sweep` runs a plan of
+them; a capacity search (capacity.py) picks them one at a time."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # suite.py imports this module's neighbour, capacity.py
+    from harness.workload.suite import Phase
+
+MODES = ("concurrency", "rate")
+MIN_REQUESTS = 16  # per level: p95 from >= 16 requests, the 15th-16th order statistics
+PER_CLIENT = 4  # closed loop: each client sends >= 4 requests, so the first wave is a quarter
+RATE_SECONDS = 8  # open loop: >= 8 seconds of arrivals at the level's rate
+
+
+def level_name(level: float, mode: str) -> str:
+    return f"c{level:g}" if mode == "concurrency" else f"r{level:g}"
+
+
+def default_requests(level: float, mode: str) -> int:
+    if mode == "concurrency":
+        return max(MIN_REQUESTS, PER_CLIENT * int(level))
+    return max(MIN_REQUESTS, math.ceil(RATE_SECONDS * level))
+
+
+def level_phase(base: Phase, mode: str, level: float, requests: int | None = None) -> Phase:
+    """`base` at `level`; its own seed per level, so no level reuses another's prompts (a
+    server with a prompt cache would otherwise serve later levels from it)."""
+    n = requests or default_requests(level, mode)
+    seed = base.seed + round(level * 1000)
+    common = {"name": level_name(level, mode), "requests": n, "seed": seed}
+    if mode == "concurrency":
+        return replace(base, arrival="concurrency", clients=int(level), rate=None, bursts=1,
+                       **common)  # fmt: skip
+    return replace(base, arrival="rate", clients=n, rate=float(level), bursts=1, **common)

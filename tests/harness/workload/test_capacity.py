@@ -1,0 +1,87 @@
+"""The capacity search's rule, on levels whose outcome is given: double while met, halve while
+missed, then the geometric middle until the bracket is within the precision; the summary keeps
+every level and the requests/s served at the highest level met."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.workload.capacity import (
+    CapacityError,
+    CapacityPlan,
+    Tried,
+    attained,
+    capacity_summary,
+    next_level,
+)
+from harness.workload.suite import SuiteError, load_suite
+
+from helpers.suites import write_suite
+
+
+def search(plan: CapacityPlan, limit: float) -> list[float]:
+    """The levels tried against a server that meets the SLO up to `limit` exactly."""
+    tried = []
+    while (level := next_level(plan, tried)) is not None:
+        tried.append(Tried(level, 1.0 if level <= limit else 0.5, level * 10))
+    return [t.level for t in tried]
+
+
+def test_a_rate_search_doubles_then_bisects_to_the_precision():
+    plan = CapacityPlan("rate", start=1, most=256, precision=0.10)
+    levels = search(plan, 37.0)
+    assert levels[:7] == [1, 2, 4, 8, 16, 32, 64]
+    assert len(levels) <= plan.steps
+    summary = capacity_summary(plan, [Tried(v, 1.0 if v <= 37 else 0.0, v * 10) for v in levels])
+    low, high = summary["met_level"], summary["missed_level"]
+    assert low <= 37 < high and high <= low * 1.10
+    assert summary["capacity_req_s"] == low * 10  # what it served at the highest level met
+
+
+def test_a_concurrency_search_ends_on_neighbouring_whole_levels():
+    plan = CapacityPlan("concurrency", start=1, most=64)
+    assert search(plan, 4) == [1, 2, 4, 8, 6, 5]
+    assert search(plan, 64) == [1, 2, 4, 8, 16, 32, 64]  # never beyond the most
+    assert search(CapacityPlan("concurrency", start=8, most=64), 2) == [8, 4, 2, 3]
+    assert search(CapacityPlan("concurrency", start=2, most=64), 0) == [2, 1]  # nothing met
+
+
+def test_the_search_is_bounded_in_steps():
+    plan = CapacityPlan("rate", start=1, most=1e6, precision=0.01, steps=5)
+    assert len(search(plan, 1000.0)) == 5
+
+
+def test_attainment_is_the_share_of_sent_requests_within_every_limit():
+    stats = {"ok": 18, "requests": 20, "goodput_req_s": 4.5, "req_s": 6.0}
+    assert attained(stats) == pytest.approx(4.5 / 6.0 * 18 / 20)
+    assert attained(stats | {"ok": 0, "req_s": None}) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("table", "needle"),
+    [
+        ('mode = "burst"', "capacity.mode"),
+        ("start = 0", "0 < start <= max"),
+        ('mode = "concurrency"\nstart = 1.5', "whole clients"),
+        ("precision = 1.5", "precision"),
+        ("steps = true", "steps"),
+        ("speed = 2", "speed"),
+    ],
+)
+def test_a_capacity_table_that_cannot_be_searched_is_one_line(tmp_path, table, needle):
+    text = f'model = "m"\n[[phase]]\nname = "p"\n[slo]\nttft_ms = 100\n[capacity]\n{table}\n'
+    with pytest.raises(SuiteError, match=needle):
+        load_suite(str(write_suite(tmp_path, text)))
+    with pytest.raises(CapacityError):
+        CapacityPlan("rate", start=4, most=2)
+
+
+def test_capacity_needs_an_slo_and_gating_it_needs_a_search(tmp_path):
+    head = 'model = "m"\n[[phase]]\nname = "p"\n'
+    with pytest.raises(SuiteError, match=r"\[capacity\] needs an \[slo\]"):
+        load_suite(str(write_suite(tmp_path, head + "[capacity]\nstart = 2\n")))
+    with pytest.raises(SuiteError, match=r"capacity_req_s needs a \[capacity\]"):
+        load_suite(str(write_suite(tmp_path, head + "[gate]\ncapacity_req_s = 0.1\n")))
+    tail = "[slo]\nttft_ms = 200\n[capacity]\nmax = 32\n[gate]\ncapacity_req_s = 0.1\n"
+    suite = load_suite(str(write_suite(tmp_path, head + tail)))
+    assert suite.capacity == CapacityPlan(most=32) and suite.gate == {"capacity_req_s": 0.1}
