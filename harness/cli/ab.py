@@ -22,6 +22,7 @@ from harness.cli.options import (
     arm_context,
     budget_option,
     check_rounds,
+    client_line,
     devices_option,
     dry_run_option,
     harness_command,
@@ -30,6 +31,7 @@ from harness.cli.options import (
     quiet_wait_option,
     report_options,
     residency_option,
+    rounds_line,
     rounds_options,
     side_options,
     sides_from,
@@ -70,6 +72,7 @@ from harness.runs.plan import (
 from harness.sim.gate import compare_simulated
 from harness.sim.simulated_run import described, sim_run
 from harness.sim.workload import SimError
+from harness.stats.sequential import Schedule
 from harness.workload.suite import DEFAULT_SUITE, SuiteError, load_suite, override
 
 
@@ -229,6 +232,7 @@ def ab(
     prompt_tokens,
     max_tokens,
     rate,
+    client_procs,
     **side_opts,
 ):
     """A/B two builds or two configurations under the same load and gate on the result.
@@ -255,7 +259,8 @@ def ab(
     try:
         sides = default_refs(sides_from(side_opts, base_ref, head_ref))
         suite = override(load_suite(suite_name), clients=clients, requests=requests,
-                         prompt_tokens=prompt_tokens, max_tokens=max_tokens, rate=rate)  # fmt: skip
+                         prompt_tokens=prompt_tokens, max_tokens=max_tokens, rate=rate,
+                         client_procs=client_procs)  # fmt: skip
         stamp_dir = out_dir / "logs" / suite.name
         if not dry_run:  # a dry run writes nothing, not even a probe
             writable_dir(out_dir)
@@ -276,6 +281,10 @@ def ab(
             print_plan(plans, residency, rounds=True, devices=devices, sim=sim_costs)
         except SimError as e:
             raise input_error(e) from None
+        block = len(devices) if len(devices) > 1 else 1
+        click.echo(rounds_line(Schedule.plan(rounds, max_rounds, block=block).looks, extend_to))
+        if line := client_line(suite):
+            click.echo(line)
         if budget_minutes:
             click.echo(f"budget: {budget_minutes:g} min, counted from the harness's start")
         return
@@ -302,7 +311,7 @@ def ab(
         quiet_wait_s=quiet_wait_s or 0.0,
         say=lambda line: console.print(line, highlight=False, markup=False, soft_wrap=True),
         on_look=lambda comparison, upcoming, walls: console.print(
-            look_line(comparison.to_dict(), upcoming, walls),
+            look_line(comparison.to_dict(), upcoming, walls, auto=bool(extend_to)),
             highlight=False,
             markup=False,
             soft_wrap=True,

@@ -27,6 +27,7 @@ from harness.cli.options import (
     devices_option,
     project_option,
     residency_option,
+    rounds_line,
     rounds_options,
     servers_line,
     workload_options,
@@ -74,7 +75,8 @@ from harness.workload.suite import SuiteError, load_suite, override
 @project_option
 def check(
     suite_name, ref, model, flags, rounds, max_rounds, ready_timeout, quiet, devices, residency,
-    budget_minutes, clients, requests, prompt_tokens, max_tokens, rate, api_key, project_file,
+    budget_minutes, clients, requests, prompt_tokens, max_tokens, rate, client_procs, api_key,
+    project_file,
 ) -> None:  # fmt: skip
     """Try servegate.toml on one commit and say what a gate of it would cost.
 
@@ -96,7 +98,8 @@ def check(
     _project_here(project_file)
     try:
         suite = override(load_suite(suite_name), clients=clients, requests=requests,
-                         prompt_tokens=prompt_tokens, max_tokens=max_tokens, rate=rate)  # fmt: skip
+                         prompt_tokens=prompt_tokens, max_tokens=max_tokens, rate=rate,
+                         client_procs=client_procs)  # fmt: skip
         side = Side(ref)
         ctx = arm_context({"head": side}, suite, model, flags, False, api_key, False, project_file)
         plan = plan_arm("head", side, ctx)
@@ -133,9 +136,7 @@ def check(
                         "once and started cold in every round"))  # fmt: skip
     click.echo(terminal(f"suite: {suite.name}"))
     click.echo(terminal(f"servers: {servers_line(plans, residency, devices)}"))
-    more = f", then up to {extend_to} as the noise measured needs" if extend_to else ""
-    at = ", ".join(map(str, looks))
-    click.echo(f"rounds: {looks[0]}, up to {looks[-1]} (looks at {at}){more}")
+    click.echo(rounds_line(looks, extend_to))
     _cost(run, plans, looks, built, together(plans, residency, devices), devices, budget_minutes)
     click.echo(f"logs: {log_dir}")
 

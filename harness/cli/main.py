@@ -33,6 +33,7 @@ from harness.cli.options import (
     SECONDS,
     api_key_option,
     arm_context,
+    client_line,
     dry_run_option,
     print_plan,
     project_option,
@@ -186,6 +187,7 @@ def run(
     prompt_tokens,
     max_tokens,
     rate,
+    client_procs,
     api_key,
     dry_run,
     project_file,
@@ -205,7 +207,8 @@ def run(
     """
     try:
         suite = override(load_suite(suite_name), clients=clients, requests=requests,
-                         prompt_tokens=prompt_tokens, max_tokens=max_tokens, rate=rate)  # fmt: skip
+                         prompt_tokens=prompt_tokens, max_tokens=max_tokens, rate=rate,
+                         client_procs=client_procs)  # fmt: skip
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         named = out is not None
         out = out or Path("results/runs") / f"{stamp}-{suite.name}.json"
@@ -218,6 +221,8 @@ def run(
         raise input_error(exc) from None
     if dry_run:
         print_plan({"arm": plan})
+        if line := client_line(suite):
+            click.echo(line)
         return
     if not named:  # a name of its own, never another run's (two runs in the same second)
         out = claim_file(out.parent, [out.stem], ".json", (".server1.log",))

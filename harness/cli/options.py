@@ -23,7 +23,7 @@ from harness.sim.costs import check_costs
 from harness.sim.simulated_run import sim_argv
 from harness.sim.workload import SimError
 from harness.stats.sequential import AUTO_MAX_ROUNDS
-from harness.workload.suite import Suite
+from harness.workload.suite import MAX_CLIENT_PROCS, Suite
 
 
 class Finite(click.ParamType):
@@ -47,6 +47,17 @@ class Finite(click.ParamType):
 SECONDS = Finite(0, math.inf, "number of seconds > 0")
 ROUNDS, MAX_ROUNDS = 3, 9  # a gate's first look, and its last
 RATE = Finite(0, math.inf, "rate > 0 (requests per second)")
+
+
+def rounds_line(looks: tuple[int, ...], extend_to: int | None) -> str:
+    """`rounds: 3, up to 9 (looks at 3, 5, 7, 9)`, and how far `auto` may move the last."""
+    more = f", then up to {extend_to} as the noise measured needs" if extend_to else ""
+    return f"rounds: {looks[0]}, up to {looks[-1]} (looks at {', '.join(map(str, looks))}){more}"
+
+
+def client_line(suite: Suite) -> str | None:
+    """`client processes: N` when more than one fires the requests."""
+    return f"client processes: {suite.client_procs}" if suite.client_procs > 1 else None
 
 
 class MaxRounds(click.ParamType):
@@ -115,7 +126,8 @@ def report_options(command: Callable) -> Callable:
 
 def workload_options(command: Callable) -> Callable:
     """--clients, --requests, --prompt-tokens, --max-tokens and --rate: replace the suite's in
-    every measured phase (a first look without writing TOML; the fingerprint follows)."""
+    every measured phase (a first look without writing TOML; the fingerprint follows); and
+    --client-procs, how many processes fire them."""
     for option in reversed(
         (
             click.option(
@@ -148,6 +160,15 @@ def workload_options(command: Callable) -> Callable:
                 default=None,
                 metavar="REQ_S",
                 help="Poisson arrivals at this many requests/s instead of the suite's arrival.",
+            ),
+            click.option(
+                "--client-procs",
+                type=click.IntRange(1, MAX_CLIENT_PROCS),
+                default=None,
+                metavar="N",
+                help="Fire the requests from N client processes, each with its own event loop "
+                "(the same workload: its fingerprint stays) [default: the suite's "
+                "client_procs, else 1]. A run whose client fell behind is INVALID and says so.",
             ),
         )  # fmt: skip
     ):

@@ -17,7 +17,13 @@ from harness.files import shipped_dir, strict_json, write_atomic
 from harness.names import claim_file, release
 from harness.report import tables
 from harness.report.engagement import engagement
-from harness.report.plots import arms_present, plot_rss, plot_ttft
+from harness.report.plots import (
+    arms_present,
+    plot_capacity,
+    plot_rss,
+    plot_ttft,
+    plot_windows,
+)
 from harness.report.saved import is_run, load_result
 from harness.report.sentences import gate_warnings
 from harness.report.summary import arm_shas, reproduce
@@ -192,6 +198,10 @@ def write_report(ab_result: dict, out_dir: Path, rerender: bool = False) -> Path
             plots["rss"] = f"{stem}-rss.png"
             plot_rss(ab["rounds"], labels, out_dir / plots["rss"])
         plot_ttft(ab["rounds"], labels, out_dir / plots["ttft"])
+        if plot_windows(ab["rounds"], labels, out_dir / f"{stem}-time.png"):
+            plots["time"] = f"{stem}-time.png"
+        if plot_capacity(ab["rounds"], labels, out_dir / f"{stem}-capacity.png"):
+            plots["capacity"] = f"{stem}-capacity.png"
     md = out_dir / f"{stem}.md"
     why = ""
     if not raw and arms_present(ab["rounds"]):

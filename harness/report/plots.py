@@ -1,6 +1,6 @@
-"""PNG plots for the report: each arm's RSS timeline with each run's phase marks, and each
-arm's TTFT distribution. Drawn on bare matplotlib Figures (Agg canvas): no global pyplot
-state."""
+"""PNG plots for the report: each arm's RSS timeline with each run's phase marks, each arm's
+TTFT distribution, and its latencies over time (10-second slices). Drawn on bare matplotlib
+Figures (Agg canvas): no global pyplot state."""
 
 from __future__ import annotations
 
@@ -132,5 +132,94 @@ def plot_ttft(rounds: list[dict], labels: dict[str, str], path: Path) -> Path:
     else:
         ax.text(0.5, 0.5, "no request of any run got a first token", ha="center",
                 transform=ax.transAxes)  # fmt: skip
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def window_series(rounds: list[dict], arm: str) -> dict[str, list[tuple[float, float]]]:
+    """Per metric, (seconds into the run, the median over the arm's runs) of each phase's time
+    slice: the runs' slices of one phase line up by their index."""
+    slices: dict[tuple[int, int], dict[str, list[float]]] = {}
+    for r in rounds:
+        run = r.get(arm)
+        for p, phase in enumerate(((run or {}).get("phases") or {}).values()):
+            for w in phase.get("windows") or []:
+                got = slices.setdefault((p, round(w["from_s"], 3)),
+                                        {"t": [], "ttft_p50_ms": [], "itl_p50_ms": []})  # fmt: skip
+                got["t"].append(phase["window"][0] + w["from_s"])
+                for m in ("ttft_p50_ms", "itl_p50_ms"):
+                    if w.get(m) is not None:
+                        got[m].append(w[m])
+    out: dict[str, list[tuple[float, float]]] = {"ttft_p50_ms": [], "itl_p50_ms": []}
+    for _, got in sorted(slices.items()):
+        for m in out:
+            if got[m]:
+                out[m].append((float(np.median(got["t"])), float(np.median(got[m]))))
+    return out
+
+
+def plot_windows(rounds: list[dict], labels: dict[str, str], path: Path) -> Path | None:
+    """TTFT p50 and ITL p50 per 10-second slice of each phase, the median over each arm's
+    runs, against seconds into the run: warm-up and drift at a glance. None when no run
+    kept slices."""
+    series = {arm: window_series(rounds, arm) for arm in arms_present(rounds)}
+    if not any(pts for s in series.values() for pts in s.values()):
+        return None
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(9, 4.6), layout="constrained")
+    axes = fig.subplots(2, 1, sharex=True)
+    for ax, metric, title in zip(axes, ("ttft_p50_ms", "itl_p50_ms"),
+                                 ("TTFT p50 (ms)", "ITL p50 (ms)"), strict=True):  # fmt: skip
+        for arm, s in series.items():
+            if s[metric]:
+                t, v = zip(*s[metric], strict=True)
+                ax.plot(t, v, "o-", ms=3, color=ARM_COLORS[arm], label=labels.get(arm, arm))
+        ax.set_ylabel(title)
+        ax.grid(alpha=0.3)
+    axes[0].set_title("Over time: each 10 s slice of each phase, median over the arm's runs",
+                      loc="left", fontsize=11)  # fmt: skip
+    axes[0].legend(fontsize=8, loc="upper right")
+    axes[1].set_xlabel("seconds into the run (slices by send time for TTFT, read time for ITL)")
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def plot_capacity(rounds: list[dict], labels: dict[str, str], path: Path) -> Path | None:
+    """Each run's capacity search: the levels it tried, in order, against the share of their
+    requests that met the SLO (filled: met), and the share a level needs. None when no run
+    searched."""
+    searches = [(arm, r[arm]["capacity"]) for r in rounds for arm in arms_present(rounds)
+                if r.get(arm) and (r[arm].get("capacity") or {}).get("levels")]  # fmt: skip
+    if not searches:
+        return None
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(9, 4.2), layout="constrained")
+    ax = fig.subplots()
+    named = set()
+    for arm, found in searches:
+        levels = found["levels"]
+        x, y = [lv["level"] for lv in levels], [lv["attained"] for lv in levels]
+        color = ARM_COLORS[arm]
+        label = None if arm in named else f"{arm}: {labels.get(arm, arm)}"
+        named.add(arm)
+        ax.plot(x, y, "-", color=color, alpha=0.35, lw=1, label=label)
+        for lv in levels:
+            ax.plot(lv["level"], lv["attained"], "o", ms=5, color=color,
+                    mfc=color if lv["met"] else "white")  # fmt: skip
+    need = searches[0][1].get("attainment", 0.95)
+    ax.axhline(need, color="black", ls=":", lw=0.8)
+    ax.annotate(f"meets the SLO: {need:.0%} of requests within every limit", (0, need),
+                xycoords=("axes fraction", "data"), xytext=(3, 3), textcoords="offset points",
+                fontsize=8)  # fmt: skip
+    mode = searches[0][1].get("mode", "rate")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("clients (closed loop)" if mode == "concurrency" else "requests/s offered")
+    ax.set_ylabel("share of requests within the SLO")
+    ax.set_title("Capacity search: each run's levels in the order tried (filled: met)",
+                 loc="left", fontsize=11)  # fmt: skip
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=9, loc="lower left")
     fig.savefig(path, dpi=110)
     return path

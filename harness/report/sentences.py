@@ -52,7 +52,9 @@ def rounds_planned(m: dict) -> str:
     return f" (about {needed} at this noise: {noise})"
 
 
-def look_line(comparison: dict, next_look: int, round_seconds: list[float]) -> str:
+def look_line(
+    comparison: dict, next_look: int, round_seconds: list[float], auto: bool = False
+) -> str:
     """What a look that left the gate undecided says while the job runs: each undecided
     metric's rounds needed at its noise, and the minutes they would take at the rounds' median
     length; a count past the last look is said to be so."""
@@ -69,7 +71,8 @@ def look_line(comparison: dict, next_look: int, round_seconds: list[float]) -> s
         more = max(needed - rounds, 0) * per_round / 60
         beyond = ""
         if needed > last:
-            beyond = f", past the last look ({last}): raise --max-rounds or give it auto"
+            advice = "raise --max-rounds" + ("" if auto else " or give it auto")
+            beyond = f", past the last look ({last}): {advice}"
         parts.append(
             f"{m['name']} about {needed} rounds at {spread * 100:.1f}% a round "
             f"(~{more:.0f} min more{beyond})"

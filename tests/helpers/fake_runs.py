@@ -73,6 +73,7 @@ def realistic_run(
         "peak_rss_sampled_bytes": float(rss.max()),
         "peak_device_bytes": None,
         "startup_s": 1.5 + rng.uniform(0, 0.2),
+        "capacity_req_s": 3.92 * rng.lognormal(0.0, 0.02),
     }
     return {
         **make_run(summary),
@@ -90,6 +91,39 @@ def realistic_run(
             "marks": [[0.0, "startup"], [2.0, "warmup"], [4.0, "load"], [10.0, "cooldown"]],
         },
         "requests": requests,
+        "phases": {
+            "load": {
+                "window": [4.0, 10.0],
+                "windows": [
+                    {
+                        "from_s": 0.0,
+                        "to_s": 6.0,
+                        "ttft_p50_ms": float(np.percentile(ttft, 50)),
+                        "itl_p50_ms": tpot,
+                        "tok_s": tok_s,
+                    },
+                ],
+            }
+        },
+        "capacity": {
+            "mode": "rate",
+            "attainment": 0.95,
+            "met_level": 4.0,
+            "missed_level": 4.4,
+            "levels": [
+                {"level": v, "attained": a, "met": a >= 0.95, "req_s": v * 0.98}
+                for v, a in (
+                    (1.0, 1.0),
+                    (2.0, 1.0),
+                    (4.0, 0.97),
+                    (8.0, 0.4),
+                    (5.66, 0.8),
+                    (4.76, 0.9),
+                    (4.36, 0.93),
+                )
+            ],
+            "capacity_req_s": 3.92,
+        },
         "arm": {"kind": "project", "reports_commit": True},
         "server": {
             "commit": commit,

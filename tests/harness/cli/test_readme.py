@@ -84,6 +84,13 @@ EXPECTED = {
         p["servers"] == "at once, one per device (0,1), swapping every round"
         and p["budget"].startswith("25 min")
     ),
+    "as many rounds as the noise needs": lambda p, r: (
+        p["rounds"].endswith("then up to 41 as the noise measured needs")
+        and p["budget"].startswith("20 min")
+    ),
+    "streams dropped mid-decode; 2 client processes": lambda p, r: (
+        p["arm"].startswith("WORKTREE@") and p["client processes"] == "2"
+    ),
     "load curves: the knee, goodput": lambda p, r: (
         list(p) == ["arm", "levels"]
         and p["arm"].startswith("WORKTREE@")

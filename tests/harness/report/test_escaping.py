@@ -122,7 +122,7 @@ try:  # linkify needs linkify-it-py: without it, check autolinks by the raw text
     GFM.render("www.example.com")
 except ModuleNotFoundError:
     GFM = MarkdownIt("commonmark", {"html": True}).enable("table")
-HARNESS_IMAGES = re.compile(r"[\w.-]+-(rss|ttft|throughput|latency)\.png")
+HARNESS_IMAGES = re.compile(r"[\w.-]+-(rss|ttft|time|capacity|throughput|latency)\.png")
 
 
 def check_markdown(text: str, metric_tables: int) -> None:

@@ -117,7 +117,7 @@ def test_tables_keep_their_shape_despite_pipes_in_names(report):
 
 
 def test_plots_are_real_pngs(report):
-    for suffix in ("-rss.png", "-ttft.png"):
+    for suffix in ("-rss.png", "-ttft.png", "-time.png", "-capacity.png"):
         png = report.with_name(report.stem + suffix)
         data = png.read_bytes()
         assert data[:8] == PNG_SIGNATURE and len(data) > 1024

@@ -25,6 +25,8 @@ OTHER = {
     "sim validation": {"rows", "decisions", "machine"},
     "A/A series": {"series", "metric", "machine"},
     "scenario table": {"runs", "machine", "start_s"},  # scripts/gpu_like_demo.py
+    "client limits": {"rows", "itl_ms", "machine"},  # scripts/client_limits.py
+    "capacity searches": {"searches", "machine", "date"},  # results/2026-12-03-capacity/run.sh
 }
 
 

@@ -47,7 +47,7 @@ def test_a_a_on_smoke_passes_and_writes_a_dated_report(tmp_path):
     # A/A: an IMPROVEMENT (or a REGRESSION) would be a false positive
     assert text.splitlines()[0].startswith(("# PASS", "# INCONCLUSIVE"))
     links = re.findall(r"\]\(([^)]+\.png)\)", text)
-    assert sorted(links) == [md.stem + "-rss.png", md.stem + "-ttft.png"]
+    assert sorted(links) == [md.stem + s for s in ("-rss.png", "-time.png", "-ttft.png")]
     for png in links:
         data = (out / png).read_bytes()
         assert data.startswith(PNG) and len(data) > 1000 and data.endswith(b"IEND\xaeB`\x82")

@@ -95,7 +95,7 @@ def test_dry_run_says_how_many_servers_are_up(tmp_path):
     def dry(*args: str) -> str:
         r = harness("ab", "--dry-run", *args, cwd=REPO, timeout=120)
         assert r.returncode == 0, r.stderr
-        return r.stdout.splitlines()[-1]
+        return next(line for line in r.stdout.splitlines() if line.startswith("servers: "))
 
     cmd = scripted()
     assert dry("--base-cmd", cmd, "--head-cmd", cmd) == "servers: one-at-a-time"
