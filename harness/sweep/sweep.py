@@ -59,11 +59,13 @@ class Sweep:
         return [level_name(v, self.mode) for v in self.levels]
 
     def units(self) -> list[Suite]:
-        """The suites one cold server each runs: all levels in ascending order, or one level."""
+        """The suites one cold server each runs: all levels in ascending order, or one level
+        (the levels are the sweep: a suite's capacity search is not run after them)."""
         phases = [self.phase(v) for v in self.levels]
+        suite = replace(self.suite, capacity=None)
         if self.cold == "round":
-            return [replace(self.suite, phases=tuple(phases))]
-        return [replace(self.suite, phases=(p,)) for p in phases]
+            return [replace(suite, phases=tuple(phases))]
+        return [replace(suite, phases=(p,)) for p in phases]
 
 
 def level_runs(run: dict | None, names: list[str]) -> dict[str, dict]:

@@ -85,3 +85,13 @@ def test_capacity_needs_an_slo_and_gating_it_needs_a_search(tmp_path):
     tail = "[slo]\nttft_ms = 200\n[capacity]\nmax = 32\n[gate]\ncapacity_req_s = 0.1\n"
     suite = load_suite(str(write_suite(tmp_path, head + tail)))
     assert suite.capacity == CapacityPlan(most=32) and suite.gate == {"capacity_req_s": 0.1}
+
+
+def test_a_sweep_of_a_suite_with_a_search_runs_only_its_levels(tmp_path):
+    from harness.sweep.sweep import Sweep
+
+    text = 'model = "m"\n[[phase]]\nname = "p"\n[slo]\nttft_ms = 100\n[capacity]\nstart = 2\n'
+    suite = load_suite(str(write_suite(tmp_path, text)))
+    for cold in ("round", "level"):
+        units = Sweep(suite, "rate", [1.0, 2.0], cold=cold).units()
+        assert all(u.capacity is None for u in units) and suite.capacity is not None
