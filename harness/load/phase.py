@@ -103,11 +103,13 @@ async def run_phase(
         gauges.reset()
         gauges.take(before)
     watching = asyncio.create_task(gauges.watch()) if gauges else None
+    pool = probes.driver.workers  # with client workers, theirs are the loops that read
     probe = LagProbe()
     try:
         with frozen_gc():
             start = sampler.mark(phase.name) if sampler else probes.driver.now()
-            probe.start()
+            if pool is None:
+                probe.start()
             records = await probes.driver.run_phase(phase, prompts, progress.request_done)
     finally:
         probe.stop()
@@ -118,7 +120,6 @@ async def run_phase(
     result = PhaseResult(phase.name, records, (start, end))
     result.paused_s = probes.driver.paused.get(phase.name, 0.0)
     tokens, coalesced = sum(r.client_tokens for r in records), sum(r.coalesced for r in records)
-    pool = probes.driver.workers  # with client workers, theirs are the loops that read
     readers, procs = (pool.take_probes(), pool.n) if pool else ([probe], 1)
     result.client = client_summary(readers, tokens, coalesced, procs)
     if not measured:

@@ -56,12 +56,9 @@ class ClientWorkers:
     ) -> list[RequestRecord]:
         loop, inbox = asyncio.get_running_loop(), asyncio.Queue()
         shares = split(units, phase.clients, self.n)
-        readers = []
         for w, (share, clients) in enumerate(shares):
             self.conns[w].send(("fire", phase, prompts, share, start, phase_end, clients))
-            reader = threading.Thread(target=_read, args=(self.conns[w], loop, inbox), daemon=True)
-            reader.start()
-            readers.append(reader)
+            threading.Thread(target=_read, args=(self.conns[w], loop, inbox), daemon=True).start()
         stopping = asyncio.ensure_future(_stop_when(stop, self.conns[: len(shares)]))
         records: list[RequestRecord] = []
         ended = 0
@@ -79,8 +76,11 @@ class ClientWorkers:
         finally:
             stopping.cancel()
         got = {r.index for r in records}
-        for i in (i for s, _ in shares for i in s if i not in got):
-            rec = RequestRecord(phase.name, i, prompts[i].tokens, phase.max_tokens)
+        turns = phase.turns  # a unit is a conversation of `turns` requests, or one request
+        sent = (i for unit in units for i in range(unit * turns, unit * turns + turns))
+        for i in (i for i in sent if i not in got):
+            rec = RequestRecord(phase.name, i, prompts[i].tokens,
+                                prompts[i].max_tokens or phase.max_tokens)  # fmt: skip
             rec.arrival = rec.send = rec.end = time.perf_counter() - self.t0
             rec.error = "not sent: its client process exited"
             records.append(rec)
