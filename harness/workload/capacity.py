@@ -50,8 +50,10 @@ class Tried:
 
 def attained(stats: dict) -> float:
     """From a phase's stats: the share of its sent requests that succeeded within every limit
-    (goodput over the same span as req/s; a failed request missed)."""
-    ok, sent, good, req_s = stats["ok"], stats["requests"], stats["goodput_req_s"], stats["req_s"]
+    (goodput over the same span as req/s; a failed request missed, one the client cancelled
+    on purpose is neither)."""
+    ok, good, req_s = stats["ok"], stats["goodput_req_s"], stats["req_s"]
+    sent = stats["requests"] - stats.get("cancelled", 0)
     if not sent or not ok or not req_s or good is None:
         return 0.0
     return good / req_s * ok / sent

@@ -55,6 +55,8 @@ def test_attainment_is_the_share_of_sent_requests_within_every_limit():
     stats = {"ok": 18, "requests": 20, "goodput_req_s": 4.5, "req_s": 6.0}
     assert attained(stats) == pytest.approx(4.5 / 6.0 * 18 / 20)
     assert attained(stats | {"ok": 0, "req_s": None}) == 0.0
+    dropped = stats | {"requests": 26, "cancelled": 6}  # cancelled by the suite: not misses
+    assert attained(dropped) == pytest.approx(attained(stats))
 
 
 @pytest.mark.parametrize(
