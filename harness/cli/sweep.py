@@ -34,7 +34,18 @@ from harness.runs.plan import Side, default_refs, label_arms, plan_arm, unsample
 from harness.sim.workload import SimError
 from harness.sweep.judgement import judge
 from harness.sweep.knee import KNEE_GAIN, SloError, parse_slos
-from harness.sweep.sweep import COLD, Sweep, SweepError, SweepRunner, parse_levels, rounds_by_level
+from harness.sweep.sweep import (
+    CAPACITY_TOLERANCE,
+    COLD,
+    Sweep,
+    SweepError,
+    SweepRunner,
+    capacity_rounds,
+    describe,
+    parse_levels,
+    rounds_by_level,
+    search_plan,
+)
 from harness.sweep.sweep_report import print_sweep, sweep_result, write_sweep_report
 from harness.workload.suite import SuiteError, load_suite
 
@@ -98,6 +109,13 @@ def _sides(one: Side, base_ref, head_ref, opts) -> dict[str, Side]:
     help="e.g. ttft_p95_ms=2000 (repeatable): goodput is the highest level meeting all.",
 )
 @click.option(
+    "--find-capacity",
+    is_flag=True,
+    help="After the levels, search the highest load meeting the suite's [slo] on the same "
+    "server (its [capacity] table, else doubling from the first level); with two arms, gate "
+    f"capacity_req_s (the suite's tolerance, else {CAPACITY_TOLERANCE:.0%}).",
+)
+@click.option(
     "--knee-gain",
     type=Finite(0, 10, "fraction in (0, 10]"),
     default=KNEE_GAIN,
@@ -145,6 +163,7 @@ def sweep(
     rounds,
     cold,
     slo,
+    find_capacity,
     knee_gain,
     sim_costs,
     ref,
@@ -175,6 +194,7 @@ def sweep(
     harness sweep --head-flags "--parallel 2" --levels 1,2,4,8
     harness sweep --base main --head HEAD --rounds 5
     harness sweep --sim costs.json --head-flags "--parallel 8"   # simulated, in seconds
+    harness sweep --base main --head HEAD --rates 1,2,4 --find-capacity
 
     Knee: the lowest level after which every step up gains < --knee-gain tok/s per doubling while
     TTFT p95 rises at every step. Goodput: the highest level that, with every level below
@@ -205,6 +225,9 @@ def sweep(
         if len(plans) == 2:
             label_arms(plans, sides)
         suite = unsampled_memory(suite, plans)[0]
+        capacity = search_plan(suite, mode, values[0]) if find_capacity else None
+        if capacity is not None and sim_costs is not None:
+            raise SweepError("--find-capacity needs served runs, not --sim")
     except (SuiteError, ArmError, RefError, ProjectError, SweepError, SloError, OutputError) as e:
         raise input_error(e) from None
     if dry_run:
@@ -213,8 +236,10 @@ def sweep(
         except SimError as e:
             raise input_error(e) from None
         click.echo(f"levels: {', '.join(str(v) for v in values)} ({mode})")
+        if capacity is not None:
+            click.echo(f"then a capacity search: {describe(capacity)}")
         return
-    plan = Sweep(suite, mode, values, requests, cold)
+    plan = Sweep(suite, mode, values, requests, cold, capacity)
     logs = out_dir / "logs" / f"sweep-{suite.name}"
     try:
         logs = logs if sim_costs is not None else fresh_dir(logs)  # this sweep's own
@@ -238,15 +263,18 @@ def sweep(
         raw, stopped = {"runs": runner.runs, "crash": None}, True
     try:
         by_level = rounds_by_level(raw["runs"], plan.names(), list(plans))
+        gate = {k: v for k, v in suite.gate.items() if k != "capacity_req_s"}
         verdict = judge(
             by_level,
             values,
             list(plans),
-            suite.gate,
+            gate,
             suite.memory_slack_bytes,
             slos,
             raw["crash"],
             knee_gain,
+            capacity_rounds(raw["runs"], list(plans)) if capacity else None,
+            suite.gate.get("capacity_req_s", CAPACITY_TOLERANCE),
         )
     except ComparisonError as e:
         if stopped:  # nothing comparable ran; each finished run is kept beside its log

@@ -68,20 +68,25 @@ class PhaseResult:
     paused_s: float = 0.0  # inside the window, waiting while other arms took their turns
     client: dict = field(default_factory=dict)  # the client's own check (client_check.py)
 
+    @property
+    def measured(self) -> list[RequestRecord]:
+        """The records the statistics count: all but those sent while the phase settled."""
+        return [r for r in self.records if not r.settling]
+
     def as_dict(self) -> dict:
         out = {
             "window": [round(t, 6) for t in self.window],
             "paused_s": round(self.paused_s, 6),
-            "stats": latency_stats(self.records, paused={self.name: self.paused_s}),
+            "stats": latency_stats(self.measured, paused={self.name: self.paused_s}),
             "memory": self.memory,
             "expect": [o.as_dict() for o in self.expect],
             "client": self.client,
             "windows": time_windows(self.records, *self.window),
         }
-        turns = sorted({r.turn for r in self.records})
+        turns = sorted({r.turn for r in self.measured})
         if len(turns) > 1:  # conversations: the same scalars per turn index
             out["turns"] = {
-                str(k): latency_stats([r for r in self.records if r.turn == k]) for k in turns
+                str(k): latency_stats([r for r in self.measured if r.turn == k]) for k in turns
             }
         return out
 
@@ -117,6 +122,8 @@ async def run_phase(
         if watching:
             watching.cancel()
     end = probes.driver.now()
+    for r in records:
+        r.settling = r.send < start + phase.settle_s
     result = PhaseResult(phase.name, records, (start, end))
     result.paused_s = probes.driver.paused.get(phase.name, 0.0)
     tokens, coalesced = sum(r.client_tokens for r in records), sum(r.coalesced for r in records)

@@ -29,6 +29,7 @@ class RequestRecord:
     coalesced: int = 0  # tokens that came in one read with another of this stream's tokens
     cancelled: bool = False  # the client dropped it by design (a phase's cancel_share)
     output_sha256: str | None = None  # of the text streamed (UTF-8), to compare outputs
+    settling: bool = False  # sent within the phase's settle_s: run and kept, not measured
 
     @property
     def ok(self) -> bool:

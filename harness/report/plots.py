@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-ARM_COLORS = {"base": "#1f77b4", "head": "#d62728", "null": "#7f7f7f"}
+ARM_COLORS = {"base": "#1f77b4", "head": "#d62728", "null": "#7f7f7f", "arm": "#1f77b4"}
 MIB = 2**20
 
 

@@ -163,7 +163,7 @@ def run_arm(
         "fingerprint": fingerprint(facts),
         "workload": facts,
         "summary": run_summary(
-            records,
+            [r for p in phases for r in p.measured],
             memory,
             server.startup_s,
             suite.slo,
@@ -273,7 +273,7 @@ async def _find_capacity(probes: Probes, suite: Suite, counter: TokenCounter, pr
         except PromptError as exc:
             return {"error": f"capacity prompts: {exc}"}
         result = await run_phase(probes, phase, prompts, progress, measured=False)
-        got = latency_stats(result.records, suite.slo, {phase.name: result.paused_s})
+        got = latency_stats(result.measured, suite.slo, {phase.name: result.paused_s})
         tried.append(Tried(level, attained(got), got["req_s"]))
         stats.append({k: got.get(k) for k in LEVEL_STATS})
     found = capacity_summary(plan, tried)

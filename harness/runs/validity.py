@@ -51,6 +51,10 @@ def judge(
                     f"{p99:.1f} ms > {bound:g} ms (max_lateness_ms); more clients or a slower "
                     "time_scale"
                 )
+        if phase.records and not phase.measured:
+            reasons.append(
+                f"phase {phase.name!r}: every request was sent within its settle_s, none measured"
+            )
         itl = sorted(g for r in phase.records if r.ok for g in r.itl_s)
         itl_p50_ms = itl[len(itl) // 2] * 1e3 if itl else None
         if late_client := client_fell_behind(phase.name, phase.client, itl_p50_ms):

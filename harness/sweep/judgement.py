@@ -14,6 +14,8 @@ from harness.stats.compare import Comparison, compare_rounds
 from harness.sweep.knee import KNEE_GAIN, Point, Slo, goodput, knee, slo_table
 
 CURVE_METRICS = (*SUMMARY_KEYS, "requests")  # per level: every metric, medians over rounds
+CAPACITY = "capacity"  # the capacity search's verdict sits beside the levels' under this name
+NO_SEARCH = "no run searched the capacity (the server stopped before the levels ended)"
 RANK = (INVALID, "REGRESSION", "INCONCLUSIVE", "IMPROVEMENT", "PASS")
 
 
@@ -59,8 +61,12 @@ def judge(
     slos: list[Slo],
     crash: dict | None = None,
     knee_gain: float = KNEE_GAIN,
+    capacity: list[dict] | None = None,
+    capacity_tolerance: float | None = None,
 ) -> dict:
-    """Everything the report and the exit code need, as plain data."""
+    """Everything the report and the exit code need, as plain data. `capacity`: the rounds of
+    the runs' capacity searches (sweep.capacity_rounds), gated like a level on capacity_req_s
+    at `capacity_tolerance`."""
     names = list(by_level)
     curves = {a: curve(by_level, levels, a) for a in arms}
     knees, goodputs, slo_met = {}, {}, {}
@@ -76,6 +82,7 @@ def judge(
         "goodput": goodputs,
         "slo_met": slo_met,
         "slos": [{"metric": s.metric, "limit": s.limit, "rule": str(s)} for s in slos],
+        "capacity": None if capacity is None else {a: capacity_of(capacity, a) for a in arms},
     }
     if len(arms) == 1:
         invalid = [
@@ -84,6 +91,10 @@ def judge(
             if not c["valid"]
             for why in _reasons(by_level[n], arms[0])
         ]
+        if capacity is not None:  # the run's own reasons are listed at every level already
+            seen = {line.split(": ", 1)[1] for line in invalid}
+            invalid += [f"{CAPACITY}: {w}" for w in _reasons(capacity, arms[0]) if w not in seen]
+            invalid += [] if capacity else [f"{CAPACITY}: {NO_SEARCH}"]
         if crash:
             invalid.insert(0, f"crashed in round {crash['round']}: {crash['message']}")
         if not any(c["rounds"] for c in curves[arms[0]]):
@@ -91,6 +102,14 @@ def judge(
         verdict = INVALID if invalid else "VALID"
         return out | {"verdict": verdict, "exit_code": 2 if invalid else 0, "invalid": invalid}
     per_level = {n: _compare(by_level[n], tolerances, slack_bytes, crash) for n in names}
+    if capacity is not None:  # gated like one more level, after the others
+        gate = {"capacity_req_s": capacity_tolerance}
+        per_level[CAPACITY] = (
+            _compare(capacity, gate, slack_bytes, crash)
+            if capacity
+            else Comparison(INVALID, EXIT_CODES[INVALID], 0, "", [], invalid=[NO_SEARCH]).to_dict()
+        )
+        names.append(CAPACITY)
     verdicts = [per_level[n]["verdict"] for n in names]
     verdict = next((v for v in RANK if v in verdicts), "PASS")
     first = next((n for n in names if per_level[n]["verdict"] == "REGRESSION"), None)
@@ -105,6 +124,19 @@ def judge(
         "first_regression_metrics": worse,
         "knee_moved": knees["base"] != knees["head"],
         "invalid": [f"{n}: {line}" for n in names for line in per_level[n]["invalid"]],
+    }
+
+
+def capacity_of(rounds: list[dict], arm: str) -> dict:
+    """One arm's searches: the median capacity over its rounds and each round's bracket."""
+    found = [r[arm]["capacity"] for r in rounds if r.get(arm) is not None]
+    return {
+        "capacity_req_s": _median([f.get("capacity_req_s") for f in found]),
+        "runs": [
+            {k: f.get(k) for k in ("met_level", "missed_level", "capacity_req_s")}
+            | {"levels": len(f.get("levels", []))}
+            for f in found
+        ],
     }
 
 

@@ -13,11 +13,13 @@ from harness.runs.ab import order
 from harness.runs.cold import measure_cold
 from harness.runs.plan import ArmPlan
 from harness.sim.simulated_run import sim_run
+from harness.workload.capacity import CapacityPlan
 from harness.workload.fingerprint import fingerprint
 from harness.workload.levels import level_name, level_phase
 from harness.workload.suite import Phase, Suite
 
 COLD = ("round", "level")
+CAPACITY_TOLERANCE = 0.10  # capacity_req_s's tolerance when the suite's [gate] names none
 PEAKS = ("peak_rss_bytes", "peak_rss_sampled_bytes", "peak_device_bytes")
 
 
@@ -42,6 +44,26 @@ def parse_levels(text: str, mode: str) -> list[float]:
     return sorted(int(v) if mode == "concurrency" else v for v in values)
 
 
+def search_plan(suite: Suite, mode: str, first: float) -> CapacityPlan:
+    """--find-capacity's search: the suite's [capacity] table, else doubling from the sweep's
+    first level in the sweep's mode. Either needs the suite's [slo] (per-request limits)."""
+    if not suite.slo:
+        raise SweepError(
+            f"--find-capacity needs an [slo] table in suite {suite.name!r}: the per-request "
+            "limits a level must meet (ttft_ms, tpot_ms, e2e_ms)"
+        )
+    return suite.capacity or CapacityPlan(mode=mode, start=first)
+
+
+def describe(plan: CapacityPlan) -> str:
+    unit = "clients" if plan.mode == "concurrency" else "req/s"
+    return (
+        f"{plan.mode} from {plan.start:g} to at most {plan.most:g} {unit}, within "
+        f"{plan.precision:.0%}, at most {plan.steps} levels, {plan.attainment:.0%} of requests "
+        "within the [slo]"
+    )
+
+
 @dataclass(frozen=True)
 class Sweep:
     """What to run: the suite's first phase reshaped once per level."""
@@ -51,6 +73,7 @@ class Sweep:
     levels: list[float]
     requests: int | None = None  # per level; None = default_requests
     cold: str = "round"  # round: one server per round runs every level; level: one per level
+    capacity: CapacityPlan | None = None  # --find-capacity: searched after the levels
 
     def phase(self, level: float) -> Phase:
         return level_phase(self.suite.phases[0], self.mode, level, self.requests)
@@ -59,13 +82,16 @@ class Sweep:
         return [level_name(v, self.mode) for v in self.levels]
 
     def units(self) -> list[Suite]:
-        """The suites one cold server each runs: all levels in ascending order, or one level
-        (the levels are the sweep: a suite's capacity search is not run after them)."""
+        """The suites one cold server each runs: all levels in ascending order, or one level;
+        with `capacity`, the server that runs the highest level then searches the capacity
+        (a suite's own [capacity] table is searched only with --find-capacity)."""
         phases = [self.phase(v) for v in self.levels]
         suite = replace(self.suite, capacity=None)
         if self.cold == "round":
-            return [replace(suite, phases=tuple(phases))]
-        return [replace(suite, phases=(p,)) for p in phases]
+            return [replace(suite, phases=tuple(phases), capacity=self.capacity)]
+        units = [replace(suite, phases=(p,)) for p in phases]
+        units[-1] = replace(units[-1], capacity=self.capacity)
+        return units
 
 
 def level_runs(run: dict | None, names: list[str]) -> dict[str, dict]:
@@ -145,6 +171,26 @@ class SweepRunner:
         return {"runs": runs, "crash": crash}
 
 
+def capacity_record(run: dict | None) -> dict | None:
+    """The capacity a run searched, shaped like a level's record for compare.compare_rounds:
+    the run's own validity (a level's reasons are that level's), `capacity_req_s`, the search."""
+    found = (run or {}).get("capacity")
+    if found is None:
+        return None
+    reasons = [r for r in run.get("invalid_reasons", []) if not r.startswith("phase ")]
+    if found.get("error"):
+        reasons.append(f"capacity search: {found['error']}")
+    return {
+        "fingerprint": run["fingerprint"],
+        "valid": not reasons,
+        "invalid_reasons": reasons,
+        "summary": {"capacity_req_s": found.get("capacity_req_s")},
+        "counters": {},
+        "simulated": None,
+        "capacity": found,
+    }
+
+
 def rounds_by_level(runs: list[dict], names: list[str], arms: list[str]) -> dict[str, list[dict]]:
     """Raw runs -> per level, rounds `[{"round", "base": levelrun, "head": levelrun}]` (arm
     keys as planned), ready for compare.compare_rounds or for medians."""
@@ -157,3 +203,13 @@ def rounds_by_level(runs: list[dict], names: list[str], arms: list[str]) -> dict
         name: [r | {a: r.get(a) for a in arms} for _, r in sorted(by_round.items())]
         for name, by_round in out.items()
     }
+
+
+def capacity_rounds(runs: list[dict], arms: list[str]) -> list[dict]:
+    """Raw runs -> the rounds of their capacity searches, `[{"round", "base": record, ...}]`;
+    empty when no run searched."""
+    out: dict[int, dict] = {}
+    for item in runs:
+        if (rec := capacity_record(item["run"])) is not None:
+            out.setdefault(item["round"], {"round": item["round"], "null": None})[item["arm"]] = rec
+    return [r | {a: r.get(a) for a in arms} for _, r in sorted(out.items())]

@@ -14,6 +14,7 @@ from harness import escape
 from harness.files import write_atomic
 from harness.names import release
 from harness.report.ab_report import slug, template_env, to_plain, unique_stem, write_result
+from harness.report.plots import plot_capacity
 from harness.report.summary import reproduce, sweep_shas
 from harness.report.tables import fmt_interval, fmt_ratio, fmt_value, machine_lines
 from harness.results import store
@@ -22,7 +23,7 @@ from harness.results.verdicts import exit_meaning
 from harness.runs.plan import ArmPlan
 from harness.sim.simulated_run import described
 from harness.sweep.plots import plot_latency_throughput, plot_throughput, plot_ttft
-from harness.sweep.sweep import Sweep
+from harness.sweep.sweep import Sweep, describe
 
 TABLE_METRICS = (
     "ttft_p50_ms",
@@ -66,6 +67,7 @@ def sweep_result(
         "requests": {plan.phase(v).name: plan.phase(v).requests for v in plan.levels},
         "phase": {k: str(v) for k, v in vars_of(plan.phase(plan.levels[0])).items()},
         "cold": plan.cold,
+        "capacity_plan": describe(plan.capacity) if plan.capacity else None,
         "rounds": rounds,
         "arms": {name: p.desc for name, p in plans.items()},
         "gate": plan.suite.gate,
@@ -113,6 +115,28 @@ def _level(v: float | None) -> str:
 
 def _goodput(v: float | None) -> str:
     return "none (the lowest level misses an SLO)" if v is None else f"{v:g}"
+
+
+def capacity_rows(result: dict) -> list[dict]:
+    """Per arm: the median capacity and each round's bracket (met level, lowest missed)."""
+    rows = []
+    for arm, found in (result["judgement"].get("capacity") or {}).items():
+        brackets = [
+            f"[{_bound(f['met_level'])}, {_bound(f['missed_level'])}]" for f in found["runs"]
+        ]
+        rows.append(
+            {
+                "arm": arm,
+                "label": result["arms"][arm]["label"],
+                "req_s": fmt_value("capacity_req_s", found["capacity_req_s"]),
+                "brackets": ", ".join(brackets) or "no search",
+            }
+        )
+    return rows
+
+
+def _bound(level: float | None) -> str:
+    return "-" if level is None else f"{level:g}"
 
 
 def curve_rows(result: dict) -> list[dict]:
@@ -193,6 +217,7 @@ def render_markdown(result: dict, plots: dict[str, str]) -> str:
         curve_rows=curve_rows(result),
         verdict_rows=verdict_rows(result),
         counter_rows=counter_rows(result),
+        capacity_rows=capacity_rows(result),
         machine=machine_lines(runs[0].get("machine", {}) if runs else {}),
         level=_level,
         goodput=_goodput,
@@ -218,6 +243,12 @@ def write_sweep_report(result: dict, out_dir: Path, rerender: bool = False) -> P
             plots[kind] = f"{stem}-{kind}.png"
         except ValueError:
             plots[kind] = None
+    by_round: dict[int, dict] = {}
+    for item in result["runs"]:
+        by_round.setdefault(item["round"], {})[item["arm"]] = item["run"]
+    labels = {a: d["label"] for a, d in result["arms"].items()}
+    if plot_capacity(list(by_round.values()), labels, out_dir / f"{stem}-capacity.png"):
+        plots["capacity"] = f"{stem}-capacity.png"
     md = out_dir / f"{stem}.md"
     write_atomic(md, render_markdown(result, plots))
     return md
@@ -246,6 +277,9 @@ def print_sweep(console: Console, result: dict) -> None:
     for arm in j["curves"]:
         good = f", goodput {_goodput(j['goodput'][arm])}" if j["slos"] else ""
         console.print(f"{arm}: knee {_level(j['knee'][arm])}{good}", highlight=False)
+    for row in capacity_rows(result):
+        line = f"{row['arm']}: capacity {row['req_s']}, levels [met, missed] {row['brackets']}"
+        console.print(line, highlight=False, markup=False)
     for line in j["invalid"]:
         console.print(f"- invalid: {escape.terminal(line)}", highlight=False, markup=False)
     if crash := result.get("crash"):

@@ -46,6 +46,7 @@ def workload(
                 **({"dataset_sha256": p.dataset.digest} if p.dataset else {}),
                 **({"turns": p.turns, "think_time_s": p.think_time_s} if p.turns > 1 else {}),
                 **({"followup_tokens": p.followup_tokens} if p.followup_tokens else {}),
+                **({"settle_s": p.settle_s} if p.settle_s else {}),
                 **(
                     {
                         "cancel_share": p.cancel_share,

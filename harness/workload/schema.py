@@ -25,7 +25,7 @@ PHASE = {
     "ramp": str, "ramp_to": NUMBER, "stages": ARRAY, "trace": str, "time_scale": NUMBER,
     "max_lateness_ms": NUMBER, "dataset": str, "turns": int, "think_time_s": NUMBER,
     "followup_tokens": int, "cancel_share": NUMBER, "cancel_after_tokens": int,
-    "cancel_after_ms": NUMBER,
+    "cancel_after_ms": NUMBER, "settle_s": NUMBER,
 }  # fmt: skip
 STAGE = {"rate": NUMBER, "duration_s": NUMBER}
 CAPACITY = {"mode": str, "start": NUMBER, "max": NUMBER, "precision": NUMBER,

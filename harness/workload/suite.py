@@ -91,6 +91,7 @@ class Phase:
     cancel_share: float = 0.0  # this share of the requests (a seeded choice) the client cancels
     cancel_after_tokens: int | None = None  # ... after this many tokens (0: before the first)
     cancel_after_ms: float | None = None  # ... or this long after sending
+    settle_s: float = 0.0  # requests sent this long into the phase run but are not measured
 
     def __post_init__(self) -> None:
         where = f"phase {self.name!r}"
@@ -157,6 +158,10 @@ class Phase:
             raise SuiteError(f"{where}: max_error_rate must be a fraction from 0 to 1")
         if not 0 <= self.prefix_tokens < max(self.prompt_tokens.floor, 1):
             raise SuiteError(f"{where}: prefix_tokens must be >= 0 and below every prompt length")
+        if not (_finite(self.settle_s) and self.settle_s >= 0):
+            raise SuiteError(f"{where}: settle_s must be a finite number of seconds >= 0")
+        if self.settle_s and self.bursts > 1:
+            raise SuiteError(f"{where}: settle_s measures one stretch of load, not bursts > 1")
         self._check_cancels(where)
 
     def _check_cancels(self, where: str) -> None:

@@ -118,3 +118,17 @@ def test_a_phase_in_time_slices_counts_each_token_where_it_was_read():
     assert (second["to_s"], second["sent"], second["errors"]) == (15.0, 2, 1)
     assert second["tok_s"] == (2 + 4) / 5  # the last slice ends with the phase
     assert second["ttft_p50_ms"] == 1000.0 and second["itl_p50_ms"] == 750.0  # 1, 1, .5, .5 s
+
+
+def test_requests_sent_while_a_phase_settled_are_kept_but_not_measured():
+    from harness.load.phase import PhaseResult
+
+    records = [rec(i=i, send=float(i), ttft=0.5 if i < 2 else 0.1) for i in range(5)]
+    for r in records:
+        r.settling = r.send < 2.0  # what run_phase marks with settle_s = 2
+    result = PhaseResult("main", records, (0.0, 5.0))
+    out = result.as_dict()
+    assert [r.index for r in result.measured] == [2, 3, 4]
+    assert out["stats"]["requests"] == 3 and out["stats"]["ttft_p50_ms"] == pytest.approx(100)
+    assert sum(w["sent"] for w in out["windows"]) == 5  # the slices show the settling too
+    assert records[0].as_dict()["settling"] is True

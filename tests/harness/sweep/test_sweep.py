@@ -128,6 +128,7 @@ def test_head_saturating_at_two_streams_regresses_first_at_level_four(tmp_path):
         (["--slo", "speed=3"], "--slo wants METRIC=LIMIT"),
         (["--ref", "HEAD", "--head-flags", "--parallel 2"], "for one arm, or --base/--head"),
         (["--suite", "no-such-suite"], "no suite named"),
+        (["--find-capacity"], "--find-capacity needs an [slo] table in suite 'sweep'"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, message):
@@ -158,6 +159,30 @@ def test_rates_run_open_loop_levels_one_cold_server_each(tmp_path):
     assert [(p["name"], p["arrival"], p["rate"], p["clients"]) for (p,) in phases] == [
         ("r4", "rate", 4.0, 6), ("r8", "rate", 8.0, 6),
     ]  # fmt: skip
+
+
+@pytest.mark.timing  # 30 ms against a 250 ms limit against ~430 ms, on real time
+def test_find_capacity_searches_on_the_highest_levels_server_and_reports_the_bracket(tmp_path):
+    limits = "\n[slo]\nttft_ms = 250\n[capacity]\nmode = 'concurrency'\nstart = 2\nmax = 8\n"
+    r = harness(
+        "sweep", "--quiet", "--out-dir", str(tmp_path / "out"),
+        "--suite", str(write_suite(tmp_path, SHAPE + limits)),
+        "--serve-cmd", saturating(4, unique_marker()), "--levels", "1,2", "--requests", "4",
+        "--rounds", "1", "--cold", "level", "--find-capacity",
+        cwd=REPO, cache=tmp_path / "cache", timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    result, text = result_of(tmp_path)
+    searched = [x["run"].get("capacity") for x in result["runs"]]
+    assert searched[0] is None and searched[1] is not None  # only after the highest level
+    assert [lv["level"] for lv in searched[1]["levels"]] == [2, 4, 8, 6, 5]
+    found = result["judgement"]["capacity"]["arm"]
+    assert found["runs"] == [{"met_level": 4, "missed_level": 5, "levels": 5,
+                              "capacity_req_s": found["capacity_req_s"]}]  # fmt: skip
+    assert found["capacity_req_s"] > 0 and "arm: capacity" in r.stdout
+    (md,) = (tmp_path / "out").glob("*-sweep-sat-*.md")
+    assert md.with_name(f"{md.stem}-capacity.png").read_bytes().startswith(PNG)
+    assert "## Capacity" in text and "[4, 5]" in text and f"({md.stem}-capacity.png)" in text
 
 
 @pytest.mark.parametrize("arms", ["one", "two"])

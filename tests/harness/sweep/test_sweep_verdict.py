@@ -1,7 +1,7 @@
 """The sweep's judgement on hand-made per-level rounds (harness/sweep/judgement.py): the first
 regressing level, the knee moving, INVALID levels, and the one-arm exit codes."""
 
-from harness.sweep.judgement import judge
+from harness.sweep.judgement import NO_SEARCH, judge
 from harness.sweep.knee import Slo
 
 GATE = {"tok_s": 0.10, "ttft_p95_ms": 0.20}
@@ -78,3 +78,49 @@ def test_one_arm_is_valid_or_invalid_and_reports_goodput():
     levels["c2"][1]["arm"] = rec(20, 50, valid=False)
     j = judge(levels, [1, 2, 4, 8], ["arm"], GATE, 0, slos)
     assert (j["verdict"], j["exit_code"]) == ("INVALID", 2) and j["invalid"][0].startswith("c2:")
+
+
+def capacity(base: float, head: float | None, rounds: int = 3) -> list[dict]:
+    """Rounds of capacity searches (sweep.capacity_rounds' shape), 1% jitter per round."""
+
+    def one(req_s: float) -> dict:
+        found = {"capacity_req_s": req_s, "met_level": 8, "missed_level": 9, "levels": [{}] * 6}
+        return {"fingerprint": "f", "valid": True, "invalid_reasons": [], "counters": {},
+                "summary": {"capacity_req_s": req_s}, "capacity": found}  # fmt: skip
+
+    out = []
+    for i in range(rounds):
+        j = 1 + 0.01 * (i - 1)
+        rnd = {"round": i + 1, "null": None, "base": one(base * j)}
+        if head is not None:
+            rnd["head"] = one(head * j)
+        out.append(rnd)
+    return out
+
+
+def test_a_lower_capacity_regresses_after_every_level_passed():
+    j = judge(by_level(BASE, BASE), [1, 2, 4, 8], ["base", "head"], GATE, 0, [],
+              capacity=capacity(50, 37), capacity_tolerance=0.10)  # fmt: skip
+    assert (j["verdict"], j["exit_code"]) == ("REGRESSION", 1)
+    assert j["first_regression"] == "capacity"
+    assert j["first_regression_metrics"] == ["capacity_req_s"]
+    assert j["levels"]["capacity"]["metrics"][0]["tolerance"] == 0.10
+    assert j["capacity"]["head"]["capacity_req_s"] == 37
+    assert j["capacity"]["base"]["runs"][0] == {
+        "capacity_req_s": 49.5, "met_level": 8, "missed_level": 9, "levels": 6,
+    }  # fmt: skip
+    same = judge(by_level(BASE, BASE), [1, 2, 4, 8], ["base", "head"], GATE, 0, [],
+                 capacity=capacity(50, 50), capacity_tolerance=0.10)  # fmt: skip
+    assert (same["verdict"], same["levels"]["capacity"]["verdict"]) == ("PASS", "PASS")
+
+
+def test_a_search_asked_for_that_no_run_made_is_invalid():
+    two = judge(by_level(BASE, BASE), [1, 2, 4, 8], ["base", "head"], GATE, 0, [],
+                capacity=[], capacity_tolerance=0.10)  # fmt: skip
+    assert (two["verdict"], two["exit_code"]) == ("INVALID", 2)
+    assert any(line.startswith("capacity: no run searched") for line in two["invalid"])
+    one = judge(by_level(BASE, None), [1, 2, 4, 8], ["base"], GATE, 0, [], capacity=[])
+    assert (one["verdict"], one["invalid"]) == ("INVALID", [f"capacity: {NO_SEARCH}"])
+    fine = judge(by_level(BASE, None), [1, 2, 4, 8], ["base"], GATE, 0, [],
+                 capacity=capacity(50, None))  # fmt: skip
+    assert fine["verdict"] == "VALID" and fine["capacity"]["base"]["capacity_req_s"] == 50

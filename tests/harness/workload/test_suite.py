@@ -165,6 +165,7 @@ def test_the_fingerprint_covers_every_field_of_a_phase_that_changes_the_work():
             dataclasses.replace(rate, cancel_share=0.5, cancel_after_ms=50.0),
             {"cancel_after_ms": 80.0},
         ),  # fmt: skip
+        "settle_s": (rate, {"settle_s": 5.0}),
     }
     bounds = {"max_error_rate": 0.1, "request_timeout_s": 5.0, "phase_timeout_s": 60.0,
               "expect": (), "max_lateness_ms": 5.0}  # fmt: skip
