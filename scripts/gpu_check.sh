@@ -10,7 +10,9 @@
 #   2. the engine's tests on CUDA (ENGINE_DEVICE=cuda; the SmolLM2 ones included);
 #   3. the README's A/A of the reference engine, with device memory from NVML per phase;
 #   4. the boundary-spill seed: its default against a cap that spills (docs/seeds.md);
-#   5. the simulator's roofline against the engine's measured steps (scripts/sim_gpu_check.sh).
+#   5. the simulator's roofline against the engine's measured steps (scripts/sim_gpu_check.sh);
+#   6. the client on the machine's cores: tokens/s read, and the read lag against the server's
+#      write stamps, with 1, 2, 4 and 8 client processes (scripts/client_limits.py).
 # Each step's output lands in OUT_DIR (a log per step, the reports beside them); a step that
 # fails is said and the next one runs; the exit code is the number of failed steps.
 # --dry-run prints the commands without running them (CI runs it: the script stays runnable).
@@ -51,5 +53,7 @@ step aa env ENGINE_DEVICE=cuda .venv/bin/harness ab --base HEAD --head HEAD --ou
 step boundary-spill env ENGINE_DEVICE=cuda .venv/bin/harness ab --base HEAD --head HEAD \
     --suite boundary-spill --head-flags "--max-batch-prefill-tokens 2048" --out-dir "$out"
 step roofline sh scripts/sim_gpu_check.sh "$hw" "$out/sim"
+step client-scaling .venv/bin/python scripts/client_limits.py --procs 1 2 4 8 \
+    --streams 64 256 512 --itl-ms 2 --tokens 200 --out "$out/client-limits.json"
 [ -n "$dry" ] || echo "gpu_check: $failed step(s) failed; figures in $out"
 exit "$failed"

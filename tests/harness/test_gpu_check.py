@@ -23,10 +23,12 @@ def test_its_dry_run_prints_every_step_and_names_what_exists(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     steps = dict(re.findall(r"^\[([\w-]+)\] (.*)$", r.stdout, re.M))
     assert list(steps) == ["install", "install-nvml", "install-mlx-cuda", "machine", "cuda",
-                           "engine-tests", "aa", "boundary-spill", "roofline"]  # fmt: skip
+                           "engine-tests", "aa", "boundary-spill", "roofline",
+                           "client-scaling"]  # fmt: skip
     assert not (tmp_path / "out").exists()  # a dry run writes nothing
     assert "ENGINE_DEVICE=cuda" in steps["engine-tests"] and (REPO / "tests" / "engine").is_dir()
     assert (REPO / "scripts" / "sim_gpu_check.sh").is_file()
+    assert (REPO / "scripts" / "client_limits.py").is_file()
     assert (REPO / "suites" / "boundary-spill.toml").is_file()
     extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert {"gpu", "cuda"} <= set(extras["optional-dependencies"])
