@@ -8,9 +8,9 @@ from dataclasses import asdict, dataclass, field
 from statistics import median
 
 from harness.results.errors import ComparisonError
-from harness.results.metrics import CATALOGUE, Method, log_spread, metric
+from harness.results.metrics import CATALOGUE, Method, metric
 from harness.results.verdicts import EXIT_CODES, INVALID, Verdict
-from harness.stats.interval import detectable_shift, ratio_interval, t_bounds
+from harness.stats.interval import detectable_shift, paired_logs, ratio_interval, t_bounds
 from harness.stats.sequential import Schedule
 from harness.stats.verdict import peak_verdict, ratio_verdict
 
@@ -38,6 +38,7 @@ class MetricResult:
     base_value: float | None = None  # the value that stands for each arm's rounds (the
     head_value: float | None = None  # catalogue's centre): what reports and the terminal show
     spread: float | None = None  # sd of ln(head/base) per round: the noise an interval met
+    order_effect: float | None = None  # head measured second / first, when fitted
 
 
 @dataclass(slots=True)
@@ -94,10 +95,13 @@ def compare_metric(
     seed: int = 0,
     alpha: float | None = None,
     block: int = 1,
+    later: list[bool] | None = None,
 ) -> MetricResult:
     """Judge one metric over paired rounds (base[i] and head[i] ran in the same round).
     With `alpha`, a REGRESSION needs the one-sided (1 - alpha) t-bound past 1, not the 95% CI.
-    With `block`, an interval metric is judged over blocks of rounds (`blocked`)."""
+    With `block`, an interval metric is judged over blocks of rounds (`blocked`). With `later`
+    (per round: head was measured after base), the order effect is fitted and taken out where
+    there are enough rounds in each order (interval.paired_logs)."""
     entry = metric(name)
     lower, memory = entry.lower_is_better, entry.memory_peak
     result = MetricResult(
@@ -129,18 +133,23 @@ def compare_metric(
         result.note = "ratio undefined: non-positive values"
         return result
     base, head = blocked(base, block), blocked(head, block)
-    if block > 1 and len(base) < 2:
-        result.note = f"fewer than two whole device cycles of {block} rounds"
-        return result
-    iv = ratio_interval(base, head, seed=seed)
-    result.spread = log_spread(base, head)
+    if block > 1:  # a whole device cycle holds each order alike
+        later = None
+        if len(base) < 2:
+            result.note = f"fewer than two whole device cycles of {block} rounds"
+            return result
+    iv = ratio_interval(base, head, later=later, seed=seed)
+    fit = paired_logs(base, head, later)
+    result.spread = fit.spread
+    if fit.order_effect is not None:
+        result.order_effect = math.exp(fit.order_effect)
     result.ratio, result.ci_low, result.ci_high = iv.ratio, iv.ci_low, iv.ci_high
     result.mde, result.method = iv.mde, iv.method
-    evidence = t_bounds(base, head, alpha) if alpha is not None else None
+    evidence = t_bounds(base, head, alpha, later) if alpha is not None else None
     if evidence is not None:
         result.alpha, (result.evidence_low, result.evidence_high) = alpha, evidence
         limit = math.log1p(tolerance) if lower else -math.log1p(-tolerance)
-        shift = detectable_shift(base, head, alpha, limit)
+        shift = detectable_shift(base, head, alpha, limit, later=later)
         result.detectable = math.exp(shift if lower else -shift)
     result.verdict = ratio_verdict(
         iv.ratio, iv.ci_low, iv.ci_high, tolerance, lower, evidence=evidence
@@ -205,14 +214,34 @@ def _metrics(
     if not paired:
         return []
     alpha = schedule.metric_alpha(len(paired), len(interval_metrics(tolerances)))
+    later = measured_later(paired, arm)
     out = []
     for name, tol in tolerances.items():
         base = [r["base"]["summary"].get(name) for r in paired]
         other = [r[arm]["summary"].get(name) for r in paired]
         out.append(
-            compare_metric(name, base, other, tol, slack_bytes, seed=seed, alpha=alpha, block=block)
+            compare_metric(
+                name,
+                base,
+                other,
+                tol,
+                slack_bytes,
+                seed=seed,
+                alpha=alpha,
+                block=block,
+                later=later,
+            )  # fmt: skip
         )
     return out
+
+
+def measured_later(rounds: list[dict], arm: str) -> list[bool] | None:
+    """Per round, whether `arm` was measured after base (the round's `order`); None when a
+    round does not say."""
+    orders = [r.get("order") or [] for r in rounds]
+    if not all("base" in o and arm in o for o in orders):
+        return None
+    return [o.index(arm) > o.index("base") for o in orders]
 
 
 def overall_verdict(metrics: list[MetricResult], invalid: list[str]) -> str:
@@ -236,7 +265,8 @@ def ungated(
         base, head = ([r[a]["summary"].get(m.name) for r in paired] for a in ("base", "head"))
         if len(base) < 2 * block or any(v is None or v <= 0 for v in [*base, *head]):
             continue
-        result = compare_metric(m.name, base, head, 0.0, seed=seed, block=block)
+        later = measured_later(paired, "head")
+        result = compare_metric(m.name, base, head, 0.0, seed=seed, block=block, later=later)
         result.verdict, result.note = Verdict.NA, "not gated"
         out.append(result)
     return out

@@ -35,6 +35,10 @@ def t_quantile(p: float, df: int) -> float:
     return float(stdtrit(df, p))
 
 
+ORDER_FROM_ROUNDS = 6  # an order term is fitted from 6 rounds, with at least 3 in each order
+ORDER_EACH = 3
+
+
 def log_ratios(base: list[float], head: list[float]) -> np.ndarray:
     b, h = np.asarray(base, dtype=float), np.asarray(head, dtype=float)
     if b.shape != h.shape:
@@ -44,25 +48,74 @@ def log_ratios(base: list[float], head: list[float]) -> np.ndarray:
     return np.log(h / b)
 
 
-def ratio_interval(
-    base: list[float], head: list[float], *, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES
-) -> RatioInterval:
-    """Estimate exp(mean ln(head/base)) and its 95% CI; t-interval below 10 rounds."""
+@dataclass(frozen=True, slots=True)
+class Paired:
+    """The rounds' d = ln(head/base) as an interval needs them. With `later` (per round, True
+    when head was measured after base) and enough rounds in each order, the order effect is
+    fitted as a term (d = delta + order x pi, order -1/+1) and taken out of d: `d` is then
+    d - pi x order, whose mean is delta, the change with the order averaged out, and whose
+    spread is the residuals' on one degree of freedom fewer (the AB/BA crossover's analysis)."""
+
+    d: np.ndarray
+    df: int  # of the spread: rounds - 1, or rounds - 2 with the order term
+    se_scale: float  # the centre's standard error is spread x se_scale
+    order_effect: float | None  # pi x 2, ln: head measured second against first; None unfitted
+
+    @property
+    def mean(self) -> float:
+        return float(self.d.mean())
+
+    @property
+    def spread(self) -> float | None:
+        if self.df < 1:
+            return None
+        return float(math.sqrt(((self.d - self.d.mean()) ** 2).sum() / self.df))
+
+    @property
+    def se(self) -> float | None:
+        return None if self.spread is None else self.spread * self.se_scale
+
+
+def paired_logs(base: list[float], head: list[float], later: list[bool] | None = None) -> Paired:
     d = log_ratios(base, head)
     r = d.size
+    plain = Paired(d, r - 1, 1 / math.sqrt(r) if r else math.inf, None)
+    if later is None or len(later) != r or r < ORDER_FROM_ROUNDS:
+        return plain
+    x = np.where(np.asarray(later, dtype=bool), 1.0, -1.0)
+    if min((x > 0).sum(), (x < 0).sum()) < ORDER_EACH:
+        return plain
+    xc = x - x.mean()
+    pi = float((xc * (d - d.mean())).sum() / (xc**2).sum())
+    # the intercept's standard error in a regression on x: sqrt(1/r + mean(x)^2 / Sxx)
+    scale = math.sqrt(1 / r + x.mean() ** 2 / float((xc**2).sum()))
+    return Paired(d - pi * x, r - 2, scale, 2 * pi)
+
+
+def ratio_interval(
+    base: list[float],
+    head: list[float],
+    *,
+    later: list[bool] | None = None,
+    seed: int = 0,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+) -> RatioInterval:
+    """Estimate exp(mean ln(head/base)) and its 95% CI; t-interval below 10 rounds. With
+    `later`, the order effect is taken out first where it can be fitted (`paired_logs`)."""
+    p = paired_logs(base, head, later)
+    r, mean = p.d.size, p.mean
     if r == 0:
         raise ValueError("no rounds to compare")
-    mean = float(d.mean())
     if r < 2:
         return RatioInterval(math.exp(mean), None, None, None, Method.T)
     if r < BOOTSTRAP_FROM_ROUNDS:
-        half = t_quantile(0.5 + CONFIDENCE / 2, r - 1) * float(d.std(ddof=1)) / math.sqrt(r)
+        half = t_quantile(0.5 + CONFIDENCE / 2, p.df) * p.se
         lo, hi, method = mean - half, mean + half, Method.T
     else:
         from scipy import stats  # 0.8 s to import: only a bootstrap pays it
 
         boot = stats.bootstrap(
-            (d,),
+            (p.d,),
             np.mean,
             n_resamples=resamples,
             confidence_level=CONFIDENCE,
@@ -75,36 +128,38 @@ def ratio_interval(
     return RatioInterval(math.exp(mean), math.exp(lo), math.exp(hi), math.exp(half), method)
 
 
-def t_bounds(base: list[float], head: list[float], alpha: float) -> tuple[float, float] | None:
+def t_bounds(
+    base: list[float], head: list[float], alpha: float, later: list[bool] | None = None
+) -> tuple[float, float] | None:
     """One-sided (1 - alpha) t-bounds on the ratio, low and high: the evidence a sequential
     REGRESSION needs (the t-bound at every R: a bootstrap cannot resolve a 0.1% tail from ten
     rounds). None below two rounds or for a degenerate alpha."""
-    d = log_ratios(base, head)
-    r = d.size
-    if r < 2 or not 0 < alpha < 0.5:
+    p = paired_logs(base, head, later)
+    if p.d.size < 2 or not 0 < alpha < 0.5:
         return None
-    mean = float(d.mean())
-    half = t_quantile(1 - alpha, r - 1) * float(d.std(ddof=1)) / math.sqrt(r)
-    return math.exp(mean - half), math.exp(mean + half)
+    half = t_quantile(1 - alpha, p.df) * p.se
+    return math.exp(p.mean - half), math.exp(p.mean + half)
 
 
 POWER = 0.8
 
 
 def detectable_shift(
-    base: list[float], head: list[float], alpha: float, log_limit: float, power: float = POWER
+    base: list[float],
+    head: list[float],
+    alpha: float,
+    log_limit: float,
+    power: float = POWER,
+    later: list[bool] | None = None,
 ) -> float | None:
     """The true ln-shift (towards worse) this look calls a REGRESSION with probability `power`
     at the rounds' observed spread: its bound must clear 1 (t(1-alpha) standard errors) and its
     estimate the tolerance's bad limit (`log_limit`, e.g. ln 1.15)."""
-    d = log_ratios(base, head)
-    r = d.size
-    if r < 2 or not 0 < alpha < 0.5:
+    p = paired_logs(base, head, later)
+    if p.d.size < 2 or not 0 < alpha < 0.5:
         return None
-    se = float(d.std(ddof=1) / math.sqrt(r))
-    t_power = t_quantile(power, r - 1)
-    t_alpha = t_quantile(1 - alpha, r - 1)
-    return max((t_alpha + t_power) * se, log_limit + t_power * se)
+    t_power, t_alpha = t_quantile(power, p.df), t_quantile(1 - alpha, p.df)
+    return max((t_alpha + t_power) * p.se, log_limit + t_power * p.se)
 
 
 def rounds_to_pass(

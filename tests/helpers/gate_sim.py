@@ -28,6 +28,7 @@ class Noise:
     shared: float = 0.8  # correlation of each metric with the run's speed factor
     round_drift: float = 0.05  # what one round shares across arms (cancels in the pairing)
     itl: float = 0.0  # > 0: runs also carry ITL p50 and TPOT with this noise (decode's own)
+    order: float = 0.0  # ln: the arm measured second in a round is this much slower
 
 
 def one_run(rng: np.random.Generator, noise: Noise, drift: float, ttft_shift: float) -> dict:
@@ -67,11 +68,14 @@ def gate(
     while True:
         while len(rounds) < target:
             drift = noise.round_drift * rng.standard_normal()
+            second = noise.order  # AB, BA, ...: head second in odd rounds, as harness ab orders
+            head_second = len(rounds) % 2 == 0
             rounds.append(
                 {
                     "round": len(rounds) + 1,
-                    "base": one_run(rng, noise, drift, 1.0),
-                    "head": one_run(rng, noise, drift, ttft_shift),
+                    "order": ["base", "head"] if head_second else ["head", "base"],
+                    "base": one_run(rng, noise, drift + (0 if head_second else second), 1.0),
+                    "head": one_run(rng, noise, drift + (second if head_second else 0), ttft_shift),
                 }
             )
         result = compare_rounds(rounds, tolerances, 16 * 2**20, schedule=schedule)
