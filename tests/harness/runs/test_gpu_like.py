@@ -70,11 +70,19 @@ def test_two_devices_rotate_so_a_slower_one_favours_neither_arm(tmp_path):
     assert [x > 1.1 for x in ratios] == [True, False] * 3, ratios  # device 1: 1.2x slower
     assert [x < 1 / 1.1 for x in ratios] == [False, True] * 3, ratios
     assert result["comparison"]["verdict"] == "PASS"
-    # the same rounds taken one by one, as if the devices had not cancelled: not a PASS
+    # the same rounds taken one by one, without their order, as if the devices had not
+    # cancelled: not a PASS
     gate = result["gate"]
-    unblocked = compare_rounds(rounds, gate, result["memory_slack_bytes"])
+    unordered = [rnd | {"order": None} for rnd in rounds]
+    unblocked = compare_rounds(unordered, gate, result["memory_slack_bytes"])
     tpot = next(m for m in unblocked.metrics if m.name == "tpot_ms")
     assert tpot.verdict != "PASS" and math.log(tpot.ci_high) > math.log(1.1)
+    assert tpot.order_effect is None
+    # with their order: here the device swaps with the order every round, so the order term
+    # takes the device's 1.2x out too (head second is head on the slower device)
+    ordered = compare_rounds(rounds, gate, result["memory_slack_bytes"])
+    tpot = next(m for m in ordered.metrics if m.name == "tpot_ms")
+    assert tpot.order_effect > 1.3 and tpot.verdict == "PASS"
 
 
 def test_a_budget_shortens_the_rounds_and_says_what_they_could_resolve(tmp_path):
