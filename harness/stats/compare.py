@@ -138,18 +138,18 @@ def compare_metric(
         if len(base) < 2:
             result.note = f"fewer than two whole device cycles of {block} rounds"
             return result
-    iv = ratio_interval(base, head, later=later, seed=seed)
     fit = paired_logs(base, head, later)
+    iv = ratio_interval(fit, seed=seed)
     result.spread = fit.spread
     if fit.order_effect is not None:
         result.order_effect = math.exp(fit.order_effect)
     result.ratio, result.ci_low, result.ci_high = iv.ratio, iv.ci_low, iv.ci_high
     result.mde, result.method = iv.mde, iv.method
-    evidence = t_bounds(base, head, alpha, later) if alpha is not None else None
+    evidence = t_bounds(fit, alpha) if alpha is not None else None
     if evidence is not None:
         result.alpha, (result.evidence_low, result.evidence_high) = alpha, evidence
         limit = math.log1p(tolerance) if lower else -math.log1p(-tolerance)
-        shift = detectable_shift(base, head, alpha, limit, later=later)
+        shift = detectable_shift(fit, alpha, limit)
         result.detectable = math.exp(shift if lower else -shift)
     result.verdict = ratio_verdict(
         iv.ratio, iv.ci_low, iv.ci_high, tolerance, lower, evidence=evidence

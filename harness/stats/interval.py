@@ -93,16 +93,10 @@ def paired_logs(base: list[float], head: list[float], later: list[bool] | None =
 
 
 def ratio_interval(
-    base: list[float],
-    head: list[float],
-    *,
-    later: list[bool] | None = None,
-    seed: int = 0,
-    resamples: int = BOOTSTRAP_RESAMPLES,
+    p: Paired, *, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES
 ) -> RatioInterval:
-    """Estimate exp(mean ln(head/base)) and its 95% CI; t-interval below 10 rounds. With
-    `later`, the order effect is taken out first where it can be fitted (`paired_logs`)."""
-    p = paired_logs(base, head, later)
+    """Estimate exp(mean d) and its 95% CI; t-interval below 10 rounds. `p` is the rounds'
+    d, with the order effect taken out where it could be fitted (`paired_logs`)."""
     r, mean = p.d.size, p.mean
     if r == 0:
         raise ValueError("no rounds to compare")
@@ -128,13 +122,10 @@ def ratio_interval(
     return RatioInterval(math.exp(mean), math.exp(lo), math.exp(hi), math.exp(half), method)
 
 
-def t_bounds(
-    base: list[float], head: list[float], alpha: float, later: list[bool] | None = None
-) -> tuple[float, float] | None:
+def t_bounds(p: Paired, alpha: float) -> tuple[float, float] | None:
     """One-sided (1 - alpha) t-bounds on the ratio, low and high: the evidence a sequential
     REGRESSION needs (the t-bound at every R: a bootstrap cannot resolve a 0.1% tail from ten
     rounds). None below two rounds or for a degenerate alpha."""
-    p = paired_logs(base, head, later)
     if p.d.size < 2 or not 0 < alpha < 0.5:
         return None
     half = t_quantile(1 - alpha, p.df) * p.se
@@ -145,17 +136,11 @@ POWER = 0.8
 
 
 def detectable_shift(
-    base: list[float],
-    head: list[float],
-    alpha: float,
-    log_limit: float,
-    power: float = POWER,
-    later: list[bool] | None = None,
+    p: Paired, alpha: float, log_limit: float, power: float = POWER
 ) -> float | None:
     """The true ln-shift (towards worse) this look calls a REGRESSION with probability `power`
     at the rounds' observed spread: its bound must clear 1 (t(1-alpha) standard errors) and its
     estimate the tolerance's bad limit (`log_limit`, e.g. ln 1.15)."""
-    p = paired_logs(base, head, later)
     if p.d.size < 2 or not 0 < alpha < 0.5:
         return None
     t_power, t_alpha = t_quantile(power, p.df), t_quantile(1 - alpha, p.df)

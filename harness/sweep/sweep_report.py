@@ -23,7 +23,7 @@ from harness.results.verdicts import exit_meaning
 from harness.runs.plan import ArmPlan
 from harness.sim.simulated_run import described
 from harness.sweep.plots import plot_latency_throughput, plot_throughput, plot_ttft
-from harness.sweep.sweep import Sweep, describe
+from harness.sweep.sweep import Sweep, capacity_rounds, describe
 
 TABLE_METRICS = (
     "ttft_p50_ms",
@@ -243,11 +243,9 @@ def write_sweep_report(result: dict, out_dir: Path, rerender: bool = False) -> P
             plots[kind] = f"{stem}-{kind}.png"
         except ValueError:
             plots[kind] = None
-    by_round: dict[int, dict] = {}
-    for item in result["runs"]:
-        by_round.setdefault(item["round"], {})[item["arm"]] = item["run"]
+    searched = capacity_rounds(result["runs"], list(result["arms"]))
     labels = {a: d["label"] for a, d in result["arms"].items()}
-    if plot_capacity(list(by_round.values()), labels, out_dir / f"{stem}-capacity.png"):
+    if plot_capacity(searched, labels, out_dir / f"{stem}-capacity.png"):
         plots["capacity"] = f"{stem}-capacity.png"
     md = out_dir / f"{stem}.md"
     write_atomic(md, render_markdown(result, plots))

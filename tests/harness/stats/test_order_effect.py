@@ -34,7 +34,7 @@ def test_a_pure_order_effect_is_fitted_and_taken_out():
     assert raw.order_effect is None and raw.df == 7
     assert fit.spread < raw.spread / 20  # what is left is the 0.1% a round
     assert fit.mean == pytest.approx(raw.mean, abs=1e-3)  # balanced: the same centre
-    ci = ratio_interval(base, head, later=later)
+    ci = ratio_interval(fit)
     assert ci.ci_low < ci.ratio < ci.ci_high and ci.ci_high / ci.ci_low < 1.01
 
 
