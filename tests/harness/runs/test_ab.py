@@ -21,7 +21,9 @@ def reports(out_dir: Path) -> list[Path]:
     return sorted(out_dir.glob("????-??-??-*.md"))
 
 
-def test_a_a_on_smoke_passes_and_writes_a_dated_report(tmp_path):
+def test_a_a_on_smoke_writes_a_dated_report_whose_verdict_is_the_exit_code(tmp_path):
+    # An A/A's verdict on real timings is the statistics' to keep honest, at the rate
+    # tests/harness/stats simulates and docs/statistics.md measures; here: the plumbing
     out = tmp_path / "results"
     r = harness(
         "ab",
@@ -40,20 +42,22 @@ def test_a_a_on_smoke_passes_and_writes_a_dated_report(tmp_path):
         cache=tmp_path / "cache",
         timeout=1200,
     )
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.returncode in (0, 1), r.stdout + r.stderr
     (md,) = reports(out)
     assert re.match(r"\d{4}-\d{2}-\d{2}-smoke-HEAD-.*-vs-HEAD-.*\.md", md.name)
     text = md.read_text()
-    # A/A: an IMPROVEMENT (or a REGRESSION) would be a false positive
-    assert text.splitlines()[0].startswith(("# PASS", "# INCONCLUSIVE"))
+    result = json.loads(md.with_suffix(".json").read_text())
+    verdict = result["comparison"]["verdict"]
+    first = text.splitlines()[0]
+    assert first.startswith(f"# {verdict}") and f"exit {r.returncode} (" in first, first
+    assert result["comparison"]["exit_code"] == r.returncode == (verdict == "REGRESSION")
     links = re.findall(r"\]\(([^)]+\.png)\)", text)
     assert sorted(links) == [md.stem + s for s in ("-rss.png", "-time.png", "-ttft.png")]
     for png in links:
         data = (out / png).read_bytes()
         assert data.startswith(PNG) and len(data) > 1000 and data.endswith(b"IEND\xaeB`\x82")
-    result = json.loads(md.with_suffix(".json").read_text())
-    verdicts = {m["name"]: m["verdict"] for m in result["comparison"]["metrics"]}
-    assert not {"IMPROVEMENT", "REGRESSION"} & set(verdicts.values()), verdicts
+    names = {m["name"] for m in result["comparison"]["metrics"]}
+    assert {"ttft_p50_ms", "tok_s", "peak_rss_bytes"} <= names, names
     sha = subprocess.run(
         ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True
     ).stdout.strip()

@@ -158,20 +158,24 @@ CLOSED_SUITES = ("boundary-spill", "prefill-storm", "long-transient", "rival-cha
 
 @pytest.mark.timing
 def test_the_simulated_scheduler_decides_as_the_real_one(tmp_path):
-    """Shipped suites whose arrivals do not depend on time (bursts and closed loops), and a
-    sweep's levels, served for real on tiny and simulated: every scheduling counter (prefill
-    forwards and rows by path, spills, capped admissions, cache hits and tokens reused, decode
-    steps and rows) is the same in every phase. (head-of-line and trace-replay send at trace
-    times, so which requests meet in a batch depends on how fast the machine is.)"""
+    """Shipped suites whose requests come in bursts, served for real on tiny and simulated:
+    every scheduling counter (prefill forwards and rows by path, spills, capped admissions,
+    cache hits and tokens reused, decode steps and rows) is the same in every phase. Each of
+    these suites gathers its bursts for 250 ms (--batch-window-ms), far longer than a loaded
+    machine takes to deliver them, so which requests meet in a batch is certain. A sweep's
+    closed loops are not asserted here: after the first requests each client sends when its
+    answer ends, and the default 10 ms window gathers those only when the machine keeps up
+    (one fresh clone's c4 prefilled one request alone; `harness sim validate --levels` shows
+    the levels on a quiet machine). head-of-line and trace-replay send at trace times."""
     costs = tmp_path / "costs.json"
     COSTS.save(costs)
     out = tmp_path / "validate.md"
     suites = [a for s in CLOSED_SUITES for a in ("--suite", s)]
     r = cli("sim", "validate", "--quiet", "--costs", str(costs), "--model", "tiny", *suites,
-            "--levels", "1,4", "--out", str(out), cwd=REPO)  # fmt: skip
+            "--out", str(out), cwd=REPO)  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     decisions = json.loads(out.with_suffix(".json").read_text())["decisions"]
-    assert list(decisions) == [*CLOSED_SUITES, "sweep c1", "sweep c4"]
+    assert list(decisions) == list(CLOSED_SUITES)
     assert set(decisions.values()) == {"equal"}, decisions
     assert "| boundary-spill | ttft_p95_ms |" in out.read_text()
 
