@@ -1,15 +1,26 @@
 #!/bin/sh
-# The boundary-spill seed, caught every time? N A/Bs of the seed's flag on one build (base the
-# shipped token cap, head the exactly-tight 2048 that spills the fourth row), then M bisects
+# A seed caught every time? N A/Bs of the seed's flag on one build (by default the boundary
+# spill: base the shipped token cap, head the exactly-tight 2048 that spills the fourth row),
+# then M bisects
 # over a throwaway branch of three commits on HEAD whose middle one reintroduces the seed's bug
 # (the default cap re-derived as rows x chunk, 2048). One TSV row per run: exit code, wall
 # time, verdict (and for a bisect the commit it named). docs/seeds.md, section 1, reads it.
+#
+# Another seed's A/Bs (the bisect's patch is the boundary spill's, so M must be 0 there):
+#   SUITE=long-transient HEAD_FLAGS="--max-batch-prefill-tokens 0" sh scripts/seed-series.sh 10 0
+#   SUITE=prefill-storm HEAD_FLAGS="--prefill-max-seqs 4" sh scripts/seed-series.sh 10 0
 #
 #   sh scripts/seed-series.sh [N] [M] [OUT]     # defaults: 10 A/Bs, 3 bisects
 set -u
 N=${1:-10}
 M=${2:-3}
 OUT=${3:-results/$(date -u +%Y-%m-%d)-seed-series/$(date -u +%H%M%S).tsv}
+SUITE=${SUITE:-boundary-spill}
+HEAD_FLAGS=${HEAD_FLAGS:---max-batch-prefill-tokens 2048}
+if [ "$M" -gt 0 ] && [ "$SUITE" != boundary-spill ]; then
+  echo "seed-series: the bisect reintroduces the boundary spill; run $SUITE with M=0" >&2
+  exit 2
+fi
 HARNESS=${HARNESS:-.venv/bin/harness}
 ROOT=$(git rev-parse --show-toplevel) || exit 2
 cd "$ROOT" || exit 2
@@ -52,7 +63,7 @@ i=1
 while [ "$i" -le "$N" ]; do
   log="$RUNS/ab-$i.log"
   t0=$(date +%s)
-  "$HARNESS" ab --quiet --suite boundary-spill --head-flags "--max-batch-prefill-tokens 2048" \
+  "$HARNESS" ab --quiet --suite "$SUITE" --head-flags "$HEAD_FLAGS" \
     --out-dir "$RUNS/ab-$i" >"$log" 2>&1
   rc=$?
   verdict=$(sed -n 's/^verdict: \([A-Z]*\).*/\1/p' "$log" | tail -1)
