@@ -27,7 +27,8 @@ from statistics import median
 
 from harness.load import stream as stream_module
 from harness.load.client_check import LagProbe, client_summary
-from harness.load.load import LoadDriver, frozen_gc, make_session
+from harness.load.frozen_gc import frozen_gc
+from harness.load.load import LoadDriver, make_session
 from harness.load.phase import PhaseResult
 from harness.load.prompts import Prompt
 from harness.load.workers import client_workers

@@ -77,8 +77,10 @@ while [ "$i" -le "$N" ]; do
   one "aa-$i" 0 --base main --head HEAD $ARGS
   i=$((i + 1))
 done
-for f in $FACTORS; do
+j=1
+for f in $FACTORS; do  # FACTORS="1.07 1.07" runs the same seed twice, each in its own folder
   sha=$(seed_commit "$f") || { echo "power-runs: could not seed a ${f}x commit" >&2; exit 2; }
-  one "prefill-${f}x" 1 --base HEAD --head "$sha" $ARGS
+  one "prefill-${f}x-$j" 1 --base HEAD --head "$sha" $ARGS
+  j=$((j + 1))
 done
 echo "wrote $OUT"

@@ -50,6 +50,12 @@ class Baton:
             self._done.add(name)
             self._cond.notify_all()
 
+    def wait_all(self) -> None:
+        """Until every arm has taken its last turn: what an arm does after its own (stopping
+        its server, writing its record) would otherwise fall in another arm's measured burst."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._done >= set(self.names))
+
 
 @asynccontextmanager
 async def turn(baton: Baton | None, name: str) -> AsyncIterator[float]:

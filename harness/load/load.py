@@ -5,10 +5,9 @@ stream."""
 from __future__ import annotations
 
 import asyncio
-import gc
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
+from contextlib import suppress
 from typing import TYPE_CHECKING
 
 import aiohttp
@@ -61,20 +60,6 @@ def request_body(
     return "/v1/completions", body | {"prompt": prompt}
 
 
-@contextmanager
-def frozen_gc() -> Iterator[None]:
-    """No collector pauses inside a phase: collect, freeze the survivors, disable. Enter it
-    before the phase's clock starts (a full collection takes tens of milliseconds)."""
-    gc.collect()
-    gc.freeze()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-        gc.unfreeze()
-
-
 class LoadDriver:
     """Runs the requests of one phase against `base` and returns their records."""
 
@@ -95,6 +80,10 @@ class LoadDriver:
 
     def now(self) -> float:
         return time.perf_counter() - self.t0
+
+    def own_turn(self):
+        """A turn for work between bursts (probes) while other arms' bursts are measured."""
+        return turn(self.baton, self.arm)
 
     async def run_phase(
         self,

@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 
 from harness.load.client_check import LagProbe, client_summary
 from harness.load.counters import MetricsEndpoint, Snapshot, deltas
+from harness.load.frozen_gc import frozen_gc
 from harness.load.gauges import GaugeWatch
-from harness.load.load import LoadDriver, frozen_gc
+from harness.load.load import LoadDriver
 from harness.load.memory_peaks import MemoryEndpoint, read_hwm, reset_hwm
 from harness.load.memory_timeline import Sampler
 from harness.load.metrics import latency_stats, time_windows
@@ -97,10 +98,11 @@ async def run_phase(
     """Run `phase`; a warm-up (`measured=False`) skips peaks, counters and expectations."""
     sampler, tree = probes.sampler, probes.sampler.tree() if probes.sampler else []
     before, hwm_reset = Snapshot(ok=False), False
-    if measured:
-        before = await probes.metrics.scrape()
-        await probes.memory.reset()
-        hwm_reset = reset_hwm(tree)
+    if measured:  # probes take a turn: other arms' bursts may be under way
+        async with probes.driver.own_turn():
+            before = await probes.metrics.scrape()
+            await probes.memory.reset()
+            hwm_reset = reset_hwm(tree)
     progress.phase_started(phase.name, phase.total_requests)
     watchdog = asyncio.create_task(_watch(probes))
     gauges = probes.gauges if measured else None
@@ -135,10 +137,11 @@ async def run_phase(
         sampled = sampler.timeline.window_max(start, end) if sampler else None
         result.memory = {"peak_rss_bytes": None, "peak_rss_sampled_bytes": sampled}
         return result
-    after = await probes.metrics.scrape()
-    if gauges:
-        gauges.take(after)
-    result.memory = await _memory(probes, tree, hwm_reset, start, end)
+    async with probes.driver.own_turn():
+        after = await probes.metrics.scrape()
+        if gauges:
+            gauges.take(after)
+        result.memory = await _memory(probes, tree, hwm_reset, start, end)
     result.counters = deltas(before, after) if before.ok and after.ok else {}
     ctx = ExpectContext(result.counters, after.names, probes.strict, before.ok and after.ok)
     result.expect = evaluate(list(phase.expect), ctx)

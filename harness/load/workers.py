@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 
 from harness.load.client_check import LagProbe
-from harness.load.load import LoadDriver, frozen_gc, make_session
+from harness.load.frozen_gc import frozen_gc
+from harness.load.load import LoadDriver, make_session
 from harness.load.prompts import Prompt
 from harness.load.record import RequestRecord
 from harness.workload.suite import Phase

@@ -123,6 +123,9 @@ def run_arm(
         drive = _drive(suite, arm, server, sampler, launcher, progress, t0, baton)
         phases, warmup, extras = asyncio.run(drive)
     finally:
+        if baton:  # no teardown of ours inside another arm's measured burst
+            baton[0].finish(baton[1])
+            baton[0].wait_all()
         timeline = sampler.stop() if sampler else None
         if launcher:
             launcher.remember(list(sampler.seen.values()) if sampler else [])

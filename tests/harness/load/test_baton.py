@@ -1,10 +1,12 @@
 """Arms measured at once take turns: one burst each, in ABBA order; an arm that ends early gives
-its turns up so the others never wait for it."""
+its turns up so the others never wait for it, and tears down only when the others are done."""
 
 import asyncio
+import gc
 import threading
 
 from harness.load.baton import Baton, holder, turn
+from harness.load.frozen_gc import frozen_gc
 
 
 def test_turns_go_in_order_then_reversed():
@@ -57,6 +59,34 @@ def test_an_arm_that_ends_early_leaves_the_others_their_turns():
     baton = Baton(["base", "head"])
     log = run_arms(baton, {"base": (4, 1), "head": (4, None)})
     assert log == ["base", "head", "head", "head", "head"]
+
+
+def test_an_arm_done_with_its_turns_waits_for_the_others_before_it_tears_down():
+    baton = Baton(["base", "head"])
+    events: list[str] = []
+
+    def arm(name: str, units: int) -> None:
+        drive(baton, name, units, events)
+        baton.wait_all()  # what run_arm does before stopping its server
+        events.append(f"{name} stops")
+
+    threads = [threading.Thread(target=arm, args=a) for a in (("base", 1), ("head", 4))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    assert not any(t.is_alive() for t in threads)
+    assert events[:5] == ["base", "head", "head", "head", "head"]  # base ran out of turns first
+    assert sorted(events[5:]) == ["base stops", "head stops"]  # and stopped only after head
+
+
+def test_the_collector_comes_back_only_when_the_last_phase_leaves():
+    assert gc.isenabled()
+    with frozen_gc():  # one arm's phase
+        with frozen_gc():  # another arm's, in another thread of the same process
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the first arm's phase is still timed
+    assert gc.isenabled()
 
 
 def test_without_a_baton_a_turn_waits_for_nothing():

@@ -66,6 +66,10 @@ def test_a_a_on_smoke_writes_a_dated_report_whose_verdict_is_the_exit_code(tmp_p
     # one look at 3 rounds, as asked, and every round kept its wall time
     assert result["schedule"]["looks"] == [3] and len(result["rounds"]) == 3
     assert all(rnd["wall_s"] > 0 for rnd in result["rounds"])
+    # servegate.toml starts a round's engines together: each arm's warm-up, its probes before
+    # the phase, the phase and its probes after take turns, so neither arm's probes fall in
+    # the other's measured requests
+    assert [rnd["turns"] for rnd in result["rounds"]] == [8, 8, 8]
 
 
 def throwaway_repo(tmp_path: Path) -> tuple[Path, str, str]:
