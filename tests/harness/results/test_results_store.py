@@ -28,6 +28,7 @@ OTHER = {
     "client limits": {"rows", "itl_ms", "machine"},  # scripts/client_limits.py
     "capacity searches": {"searches", "machine", "date"},  # results/2026-12-03-capacity/run.sh
     "seed series": {"ab", "bisect", "machine"},  # results/2026-12-04-seed-series/summary.json
+    "power runs": {"series", "runs", "machine"},  # results/2026-12-04-power-runs/summary.json
 }
 
 
