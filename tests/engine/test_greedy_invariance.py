@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from engine.backends.kernels import cpu as cpu_kernels
+from engine.backends.kernels.cpu_features import cpu_flags, onednn_isa_cap
 from engine.backends.torch.backend import TorchBackend
 
 from helpers.marks import needs_smollm2
@@ -93,9 +94,12 @@ def test_a_rows_decode_does_not_depend_on_the_rows_beside_it(int4):
 
 @pytest.mark.slow
 @needs_smollm2
-def test_smollm2_answers_a_chat_the_same_cold_cached_and_in_company(engine_factory):
+def test_smollm2_answers_a_chat_the_same_cold_cached_and_in_company(engine_factory, monkeypatch):
     """The same greedy chat request three times (cold, then from the prompt cache), and once
-    among three other chats: one answer, token for token."""
+    among three other chats: one answer, token for token. On a CPU with AMX only with oneDNN
+    capped as docs/engine.md says (its AMX GEMMs round by row count)."""
+    if cap := onednn_isa_cap(cpu_flags()):
+        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", cap)  # the engine inherits it
     eng = engine_factory("--batch-window-ms", "200", model="smollm2-135m")
     ask = "Write a short story about a lighthouse keeper who finds a message in a bottle."
 
@@ -120,3 +124,11 @@ def test_smollm2_answers_a_chat_the_same_cold_cached_and_in_company(engine_facto
     assert len(texts) == 1, texts
     cached = [a["usage"].get("prompt_tokens_details", {}).get("cached_tokens", 0) for a in alone]
     assert cached[0] < cached[1], cached  # the repeats were prompt-cache hits
+
+
+def test_only_a_cpu_with_amx_needs_onednn_capped_for_invariant_answers():
+    assert onednn_isa_cap(frozenset({"avx512f", "avx512_bf16", "amx_bf16", "amx_tile"})) == (
+        "AVX512_CORE_BF16"
+    )
+    assert onednn_isa_cap(frozenset({"avx512f", "avx512_bf16"})) is None  # row-count invariant
+    assert onednn_isa_cap(frozenset({"avx2", "fma"})) is None
