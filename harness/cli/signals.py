@@ -16,7 +16,14 @@ def install() -> None:
 
 
 def exit_code() -> int:
-    """128 + the signal that interrupted this process (SIGINT when none was recorded)."""
+    """128 + the signal that interrupted this process (SIGINT when none was recorded).
+
+    Every verb exits through here when interrupted, so this also clears CPython's record of a
+    Ctrl-C that escaped the exec or eval of a string (dataclasses and namedtuple build their
+    methods so, while a module is imported): caught or not, that record makes the interpreter
+    end `python -m harness` by SIGINT itself, after the exit handlers, instead of with this
+    code. A clean exec of a string clears it."""
+    exec("")
     return 128 + (_received[-1] if _received else signal.SIGINT)
 
 
