@@ -1,6 +1,6 @@
 """The prepared GPU check cannot run here (no GPU): its syntax holds, its dry run prints each
 step's command, and what those commands name exists (the test folder, the scripts, the suite,
-the extras it installs)."""
+the extra it needs)."""
 
 from __future__ import annotations
 
@@ -22,12 +22,13 @@ def test_its_dry_run_prints_every_step_and_names_what_exists(tmp_path):
                        cwd=REPO, capture_output=True, text=True, timeout=60)  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     steps = dict(re.findall(r"^\[([\w-]+)\] (.*)$", r.stdout, re.M))
-    assert list(steps) == ["install", "install-nvml", "install-mlx-cuda", "machine", "cuda",
-                           "engine-tests", "aa", "boundary-spill", "roofline",
-                           "client-scaling"]  # fmt: skip
+    assert list(steps) == ["install", "shape-model", "machine", "cuda", "engine-tests", "aa",
+                           "boundary-spill", "client-scaling", "roofline"]  # fmt: skip
     assert not (tmp_path / "out").exists()  # a dry run writes nothing
     assert "ENGINE_DEVICE=cuda" in steps["engine-tests"] and (REPO / "tests" / "engine").is_dir()
     assert (REPO / "scripts" / "sim_gpu_check.sh").is_file()
+    assert "--no-index" in steps["install"]  # the GPU machine has no package index
+    assert (REPO / "scripts" / "shape_model.py").is_file()
     assert (REPO / "scripts" / "client_limits.py").is_file()
     assert (REPO / "suites" / "boundary-spill.toml").is_file()
     extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
