@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import psutil
 
 MARGIN = 0.95  # of the budget planned for rounds: the report and the last teardown need a little
+WIDEST = 2.0  # a resolvable change beyond 2x (or under 1/2x) is said as none
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +40,11 @@ def budget_note(minutes: float, rounds: int, metrics: list[dict]) -> str:
         if m["verdict"] != "INCONCLUSIVE":
             continue
         smallest = m.get("detectable") or m.get("mde")
-        if smallest is not None:
+        if smallest is None:
+            continue
+        if smallest <= 0 or max(smallest, 1 / smallest) > WIDEST:
+            parts.append(f"{m['name']} none within {WIDEST:g}x")  # 2 rounds: 1 degree of freedom
+        else:
             parts.append(f"{m['name']} {(smallest - 1) * 100:+.1f}%")
     resolvable = (
         f"; the smallest change they resolve: {', '.join(parts)}"

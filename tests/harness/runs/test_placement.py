@@ -62,6 +62,14 @@ def test_the_budget_fits_rounds_and_says_what_they_could_resolve():
         "change they resolve: tpot_ms +23.4% (more minutes or a quieter machine resolve "
         "smaller changes)"
     )
+    wide = [  # two rounds of a GPU check: t has one degree of freedom
+        {"name": "ttft_p95_ms", "verdict": "INCONCLUSIVE", "mde": 15.365},
+        {"name": "tok_s", "verdict": "INCONCLUSIVE", "mde": 0.0},
+        {"name": "tpot_ms", "verdict": "INCONCLUSIVE", "detectable": 0.6},
+    ]
+    assert "resolve: ttft_p95_ms none within 2x, tok_s none within 2x, tpot_ms -40.0% (" in (
+        budget_note(1.4, 2, wide)
+    )
     assert budget_note(3, 1, [{"name": "tpot_ms", "verdict": "INCONCLUSIVE"}]).endswith(
         "; too few rounds for an interval: no change is resolvable from them (more minutes "
         "or a quieter machine resolve smaller changes)"
