@@ -29,6 +29,7 @@ OTHER = {
     "capacity searches": {"searches", "machine", "date"},  # results/2026-12-03-capacity/run.sh
     "seed series": {"ab", "bisect", "machine"},  # results/2026-12-04-seed-series/summary.json
     "power runs": {"series", "runs", "machine"},  # results/2026-12-04-power-runs/summary.json
+    "roofline score": {"costs", "families"},  # python -m engine.sim score
 }
 
 
