@@ -17,14 +17,15 @@ while [ "$i" -le "$N" ]; do
   # a new user's caches: no worktrees, packed weights or compiled kernels from an earlier clone
   export XDG_CACHE_HOME="$dir/cache" TORCH_EXTENSIONS_DIR="$dir/torch_extensions"
   t0=$(date +%s)
-  (cd "$dir/servegate" && sh scripts/install.sh) >"$log.install" 2>&1
+  (cd "$dir/servegate" && sh scripts/install.sh) >"${log%.log}-install.log" 2>&1
   t1=$(date +%s)
   (cd "$dir/servegate" && .venv/bin/harness ab --base main --head HEAD) >"$log" 2>&1
   rc=$?
   t2=$(date +%s)
   verdict=$(sed -n 's/^verdict: \([A-Z]*\).*/\1/p' "$log" | tail -1)
   rounds=$(sed -n 's/.* \([0-9]*\) round(s), .*/\1/p' "$dir"/servegate/results/*.md 2>/dev/null | head -1)
-  cp "$dir"/servegate/results/*.md "$dir"/servegate/results/*.json "${OUT%.tsv}/" 2>/dev/null
+  mkdir -p "${OUT%.tsv}/clone-$i"  # the report and its JSON, not the clone's results/README.md
+  cp "$dir"/servegate/results/20*.md "$dir"/servegate/results/20*.json "${OUT%.tsv}/clone-$i/" 2>/dev/null
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$i" "$(git -C "$dir/servegate" rev-parse --short HEAD)" \
     "$rc" "$((t1 - t0))" "$((t2 - t1))" "$verdict" "${rounds:--}" "$(cut -d' ' -f1 /proc/loadavg)" >>"$OUT"
   echo "clone $i: exit $rc, install $((t1 - t0)) s, A/A $((t2 - t1)) s, $verdict, ${rounds:--} rounds"
