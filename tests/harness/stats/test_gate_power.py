@@ -78,16 +78,20 @@ def test_stopping_rule_stops_at_a_regression_and_at_a_decisive_pass():
 
 
 # The README's suite as shipped, at the noise per round measured for it (docs/statistics.md,
-# "Noise per round": TTFT p50 7.7%, ITL p50 5.0% a round, i.e. about 5.4% and 3.5% a run).
-README_NOISE = Noise(ttft=0.054, tok_s=0.035, itl=0.035, shared=0.5)
+# "Noise per round"), a run's noise about a round's / sqrt(2): the AVX2 VM's TTFT p50 7.7% and
+# ITL p50 5.0% a round; the AVX-512 VM's TTFT p50 1.8%, ITL p50 and tok/s 1.3%.
+AVX2_NOISE = Noise(ttft=0.054, tok_s=0.035, itl=0.035, shared=0.5)
+AVX512_NOISE = Noise(ttft=0.013, tok_s=0.009, itl=0.009, shared=0.5)
 KNOWN = ("ttft_p50_ms", "ttft_p95_ms", "itl_p50_ms", "tpot_ms", "tok_s", "peak_rss_bytes")
 
 
-def test_the_readme_suites_gate_at_its_measured_noise():
+@pytest.mark.parametrize("noise", [AVX2_NOISE, AVX512_NOISE], ids=["avx2", "avx512"])
+def test_the_readme_suites_gate_at_its_measured_noise(noise):
     gate_of = {k: v for k, v in load_suite("short-concurrency").gate.items() if k in KNOWN}
-    aa = summary(verdicts(2000, README_NOISE, seed=4, tolerances=gate_of))[0]
-    slow = summary(verdicts(300, README_NOISE, ttft_shift=1.07, seed=5, tolerances=gate_of))[0]
-    print(f"README suite, A/A: {dict(aa)}; TTFT 1.07x: {dict(slow)}")
-    assert aa["REGRESSION"] / 2000 <= 0.01 and aa["IMPROVEMENT"] / 2000 <= 0.01
-    assert aa["PASS"] > aa["INCONCLUSIVE"]  # the tolerances are ones its noise resolves
-    assert slow["PASS"] / 300 <= 0.05  # a 1.07x is rarely waved through
+    aa = summary(verdicts(2000, noise, seed=4, tolerances=gate_of))[0]
+    slow = summary(verdicts(300, noise, ttft_shift=1.07, seed=5, tolerances=gate_of))[0]
+    print(f"README suite at {noise}, A/A: {dict(aa)}; TTFT 1.07x: {dict(slow)}")
+    assert aa["REGRESSION"] / 2000 <= 0.01 and aa["IMPROVEMENT"] / 2000 <= 0.01  # any noise
+    assert slow["PASS"] / 300 <= 0.01  # a 1.07x is never waved through
+    if noise is AVX512_NOISE:  # where the noise resolves 5%, nine rounds decide
+        assert aa["PASS"] / 2000 >= 0.99 and slow["REGRESSION"] / 300 >= 0.9
