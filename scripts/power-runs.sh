@@ -3,6 +3,8 @@
 # --head HEAD), then one run per seeded prefill slowdown (a throwaway commit whose scheduler
 # spins, real CPU work, for FACTOR-1 of each prefill step's time), each with its exit code
 # and wall time, into a TSV file. docs/statistics.md ("Power table") says how to read it.
+# TTFT moves by less than FACTOR: on short-concurrency a prefill is about 90% of TTFT p50
+# (2026-12-04, Intel Xeon VM), so a TTFT p50 of 1.07x takes FACTOR 1.078.
 #
 #   sh scripts/power-runs.sh [N] [OUT]        # N A/A runs (default 5), OUT default below
 #   BUSY=1 sh scripts/power-runs.sh           # with a CPU-bound process beside every run
