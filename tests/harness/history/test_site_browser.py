@@ -1,37 +1,56 @@
-"""The published history site in a real browser: headless Chromium (Debian's chromium and
-chromium-driver, driven by Selenium) opens it from a file URL with the network off; no console
-errors, every chart drawn with every point, a point's link opens its report. Skipped where
-Chromium or Selenium is not installed (docs/history.md says how to run it)."""
+"""The published history site in a real browser: Debian's headless Chromium, driven over its
+DevTools protocol (tests/helpers/headless.py), opens it from a file URL with the network off;
+no console errors, every chart drawn with every point, a point's link opens its report.
+Skipped where Chromium is not installed (docs/history.md)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 
 from helpers.cli import harness
+from helpers.headless import CHROMIUM, Browser
 
-webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
-CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-pytestmark = pytest.mark.skipif(
-    not (CHROMIUM and DRIVER), reason="Debian's chromium and chromium-driver are not installed"
-)
+pytestmark = pytest.mark.skipif(not CHROMIUM, reason="Debian's chromium is not installed")
 SHOT = os.environ.get("SERVEGATE_SITE_SCREENSHOT")  # where to keep a screenshot (docs/)
 
+CHARTS = """(() => {
+  const box = e => e.getBoundingClientRect();
+  const shown = e => box(e).width > 0 && getComputedStyle(e).visibility !== "hidden";
+  return {
+    charts: [...document.querySelectorAll("svg.chart")].map(svg => {
+      const link = [...svg.querySelectorAll("a")].pop();
+      return {
+        width: box(svg).width, height: box(svg).height,
+        points: [...svg.querySelectorAll("circle.point")].map(shown),
+        line: box(svg.querySelector("polyline")).width,
+        fill: link.querySelector("circle").getAttribute("fill"),
+        href: new URL(link.getAttribute("href"), document.baseURI).href,
+      };
+    }),
+    steps: [...document.querySelectorAll("g.step.worse")].map(g => g.textContent),
+  };
+})()"""
+REPORT = """(() => ({
+  h1: document.querySelector("h1").innerText,
+  images: [...document.querySelectorAll("img")].map(i => i.naturalWidth),
+}))()"""
 
-def browser():
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    # the proxy is a closed port: any fetch the page tried would fail, as with no network
-    offline = ("--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>")
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking", "--disable-sync",
-                 "--disable-component-update", "--window-size=900,1400", *offline):  # fmt: skip
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(options=options, service=webdriver.ChromeService(DRIVER))
+
+async def look(index: Path) -> tuple[dict, dict, list[str], list[str]]:
+    """What the index and the A/B's report page show, and what the console said on each."""
+    async with Browser() as page:
+        await page.open(index.as_uri())
+        site = await page.evaluate(CHARTS)
+        if SHOT:
+            await page.screenshot(SHOT)
+        on_index, page.messages = page.messages, []
+        await page.open(site["charts"][0]["href"])  # the A/B's head point: its report
+        report = await page.evaluate(REPORT)
+        return site, report, on_index, page.messages
 
 
 @pytest.mark.timeout(900)
@@ -44,35 +63,20 @@ def test_the_site_opens_offline_with_every_chart_drawn(tmp_path):
                      "--quiet", "--rounds", "3", "--max-rounds", "3", "--out-dir",
                      str(folder / "ab"), cache=tmp_path / "cache")  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
-    site = ["publish", str(folder), "--out", str(tmp_path / "site")]
-    r = harness(*site, cwd=tmp_path, timeout=300)
+    publish = ["publish", str(folder), "--out", str(tmp_path / "site")]
+    r = harness(*publish, cwd=tmp_path, timeout=300)
     assert r.returncode == 0, r.stderr
-    driver = browser()
-    try:
-        driver.get((tmp_path / "site" / "index.html").as_uri())
-        charts = driver.find_elements("css selector", "svg.chart")
-        assert len(charts) == 2
-        for svg in charts:
-            assert svg.size["width"] > 500 and svg.size["height"] > 150
-            points = svg.find_elements("css selector", "circle.point")
-            assert len(points) == COMMITS
-            assert all(p.size["width"] > 0 and p.is_displayed() for p in points)
-            assert svg.find_elements("css selector", "polyline")[0].size["width"] > 300
-        steps = driver.find_elements("css selector", "g.step.worse")
-        assert steps and "at " in steps[0].text
-        if SHOT:
-            driver.save_screenshot(SHOT)
-        errors = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
-        assert errors == [], errors
-        last = charts[0].find_elements("css selector", "a")[-1]  # the A/B's head: coloured
-        assert last.find_element("css selector", "circle").get_attribute("fill") == "#2e7d32"
-        href = "return new URL(arguments[0].getAttribute('href'), document.baseURI).href"
-        driver.get(driver.execute_script(href, last))  # an SVG link's href is no plain string
-        assert driver.find_element("css selector", "h1").text.startswith("PASS: exit 0")
-        images = driver.find_elements("css selector", "img")
-        assert len(images) == 2
-        assert all(driver.execute_script("return arguments[0].naturalWidth", i) > 0 for i in images)
-        assert driver.get_log("browser") == []
-    finally:
-        driver.quit()
+    site, report, on_index, on_report = asyncio.run(look(tmp_path / "site" / "index.html"))
+    assert len(site["charts"]) == 2
+    for chart in site["charts"]:
+        assert chart["width"] > 500 and chart["height"] > 150
+        assert len(chart["points"]) == COMMITS and all(chart["points"])
+        assert chart["line"] > 300
+    assert site["steps"] and "at " in site["steps"][0]
+    assert on_index == []
+    assert site["charts"][0]["fill"] == "#2e7d32"  # the A/B's head: coloured
+    assert report["h1"].startswith("PASS: exit 0")
+    plots = list((tmp_path / "site" / "results" / "ab").glob("*.png"))  # the report's own
+    assert len(report["images"]) == len(plots) >= 2 and all(w > 0 for w in report["images"])
+    assert on_report == []
     assert Path(tmp_path / "site" / "index.html").stat().st_size < 200_000
