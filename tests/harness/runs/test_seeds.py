@@ -14,7 +14,28 @@ pytestmark = pytest.mark.timing  # verdicts on real timings: alone under xdist
 
 
 def ab(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
-    out = tmp_path / "results"
+    """One A/B; once more where the machine starved the load client (the harness says so and
+    ends INVALID: what a loaded 2-core machine decides, not the engine or the gate). A client
+    that falls behind every time still fails the test."""
+    r, result = one_ab(tmp_path / "results", *args)
+    if client_starved(result):
+        r, result = one_ab(tmp_path / "again", *args)
+    return r, result
+
+
+def client_starved(result: dict) -> bool:
+    reasons = [
+        reason
+        for rnd in result["rounds"]
+        for arm in ("base", "head")
+        if rnd.get(arm)
+        for reason in rnd[arm].get("invalid_reasons", [])
+    ]
+    invalid = result["comparison"]["verdict"] == "INVALID"
+    return invalid and bool(reasons) and all("the client fell behind" in x for x in reasons)
+
+
+def one_ab(out: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
     r = harness(
         "ab",
         "--quiet",
@@ -24,7 +45,7 @@ def ab(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
         str(out),
         *args,
         cwd=REPO,
-        cache=tmp_path / "cache",
+        cache=out.parent / "cache",
         timeout=1200,
     )
     (report,) = sorted(out.glob("*.json"))
