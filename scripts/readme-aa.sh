@@ -5,6 +5,7 @@
 #   sh scripts/readme-aa.sh [N] [OUT]     # defaults: 3 clones, results/DATE-readme-aa/HHMMSS.tsv
 set -u
 N=${1:-3}
+case $N in *[!0-9]* | "") echo "readme-aa: N must be a whole number, got '$N'" >&2; exit 2 ;; esac
 ROOT=$(git rev-parse --show-toplevel) || exit 2
 OUT=${2:-$ROOT/results/$(date -u +%Y-%m-%d)-readme-aa/$(date -u +%H%M%S).tsv}
 mkdir -p "$(dirname "$OUT")" "${OUT%.tsv}"
