@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from engine.backends.kernels.cpu_features import cpu_flags
+from engine.backends.kernels.cpu_features import cpu_flags, kernel_build_flags
 
 log = logging.getLogger("engine")
 CSRC = Path(__file__).with_name("csrc")
@@ -33,6 +33,10 @@ HEAD_DIMS = (16, 32, 64, 128)  # the head sizes the kernels are built for
 # calls bind to torch's own libgomp). Apple's clang has no OpenMP runtime: SIMD only there.
 OPENMP = "-fopenmp-simd" if sys.platform == "darwin" else "-fopenmp"
 FLAGS = ["-O3", "-march=native", OPENMP, "-ffast-math"]
+
+
+def build_flags() -> list[str]:
+    return FLAGS + kernel_build_flags()  # SERVEGATE_CPU_ISA=avx2: no AVX-512 nor AMX code
 
 
 def kernels_enabled() -> bool:
@@ -51,7 +55,7 @@ def _sources() -> bytes:
 def _digest(env: list[str]) -> str:
     """sha256 of the sources, the flags, the CPU and `env` (what else the build depends on)."""
     h = hashlib.sha256(_sources())
-    h.update("\0".join([*FLAGS, platform.machine(), *sorted(cpu_flags()), *env]).encode())
+    h.update("\0".join([*build_flags(), platform.machine(), *sorted(cpu_flags()), *env]).encode())
     return h.hexdigest()
 
 
@@ -138,7 +142,7 @@ def _module():
 
         log.info("engine: loading the CPU kernels (built once per CPU, in ~1 min)")
         sources = [str(folder / src.name) for src in SOURCES]
-        module = load(name, sources, extra_cflags=FLAGS, build_directory=str(folder))
+        module = load(name, sources, extra_cflags=build_flags(), build_directory=str(folder))
         _share(folder / f"{name}.so")
         return module
     except Exception as e:  # no compiler, no ninja, no Python headers: torch's ops serve
