@@ -5,9 +5,14 @@ pytest's path: pyproject's `pythonpath`).
 
 Under pytest-xdist (`-n auto`) a test marked `timing` runs alone: it judges real timings, which
 another worker's test on the same cores can flip. Every test holds a shared lock on one file;
-a `timing` test holds it exclusively, and a turnstile lock keeps new tests out while it waits."""
+a `timing` test holds it exclusively, and a turnstile lock keeps new tests out while it waits.
+
+A test in a module that reads a clock or starts a server is marked `clock` here, by that rule
+(never by hand): scripts/stress-tests.sh runs those and the `timing` ones beside a busy process
+on every core, where each must still pass (docs/testing.md)."""
 
 import fcntl
+import re
 import tempfile
 from pathlib import Path
 
@@ -28,6 +33,23 @@ def engine_factory(tmp_path):
     yield start
     for proc in started:
         proc.stop()
+
+
+READS_REAL_TIME = re.compile(
+    r"perf_counter|monotonic\(|time\.time\(|time\.sleep\(|asyncio\.sleep\("  # a clock
+    r"|\bharness\(|start_harness\(|harness_sweep\(|engine_factory|EngineProcess|scripted\("
+    r"|servegate\.(ab|run|sweep)\(|GpuRepo\(|ProjectRepo\("  # a server, on real time
+)
+
+
+def pytest_collection_modifyitems(items):
+    reads: dict[Path, bool] = {}
+    for item in items:
+        path = Path(item.fspath)
+        if path not in reads:
+            reads[path] = bool(READS_REAL_TIME.search(path.read_text()))
+        if reads[path]:
+            item.add_marker(pytest.mark.clock)
 
 
 def _lock_dir(config) -> Path | None:

@@ -10,9 +10,14 @@ import signal
 import subprocess
 import sys
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+T = TypeVar("T")
 
 
 def environment(env: Mapping[str, str | None] | None, cache: Path | None) -> dict[str, str]:
@@ -108,3 +113,54 @@ def one_line_error(out: Outcome | subprocess.CompletedProcess, needle: str) -> N
     assert "Traceback" not in out.stderr + out.stdout
     assert len(lines) == 1 and lines[0].startswith("Error: "), out.stderr
     assert needle in lines[0], lines[0]
+
+
+def saved_result(folder: Path) -> dict:
+    """The one result JSON a verb wrote into `folder` (its --out-dir), or {} where none is."""
+    import json
+
+    saved = [p for p in folder.glob("*.json") if not p.name.endswith(".summary.json")]
+    return json.loads(saved[0].read_text()) if len(saved) == 1 else {}
+
+
+def invalid_reasons(saved: dict) -> list[str]:
+    """Every invalid reason of a saved result: a run JSON's runs, an A/B's rounds, a sweep's
+    runs (each under "run")."""
+    rounds = saved.get("rounds") if isinstance(saved.get("rounds"), list) else []  # sweep: a count
+    runs = [rnd[arm] for rnd in rounds for arm in ("base", "head") if rnd.get(arm)]
+    runs += [run.get("run", run) for run in saved.get("runs", []) if run]
+    return [why for run in runs if run for why in run.get("invalid_reasons", [])]
+
+
+def client_starved(saved: dict) -> bool:
+    """True when the machine, not the server, made the result INVALID: every reason is the
+    load client falling behind (a loaded machine that did not schedule it)."""
+    reasons = invalid_reasons(saved)
+    return bool(reasons) and all("the client fell behind" in why for why in reasons)
+
+
+def valid_unless_starved(run: dict) -> bool:
+    """A run is VALID, or INVALID only because the machine starved its load client."""
+    return run["valid"] or client_starved({"runs": [run]})
+
+
+def valid_attempt(attempt: Callable[[int], tuple[T, dict]]) -> tuple[T, dict]:
+    """`attempt(1)` -> (outcome, saved result), and `attempt(2)` where the machine starved the
+    load client (INVALID for that alone); skipped where it did both times: the machine, not
+    the code under test, decided. Any other INVALID is returned for the test to fail on."""
+    for n in (1, 2):
+        r, saved = attempt(n)
+        if not client_starved(saved):
+            return r, saved
+    pytest.skip(f"the machine starved the load client twice: {invalid_reasons(saved)[0]}")
+
+
+def exit_agrees(r: Outcome | subprocess.CompletedProcess, saved: dict) -> None:
+    """The exit code is what the saved result says: an A/B's comparison exit code, a run
+    file's validity (0 valid, 2 INVALID). For a test whose subject is not the verdict: whether
+    a loaded machine starved the client is the machine's, that the exit code says so is ours."""
+    if "comparison" in saved:
+        want = saved["comparison"]["exit_code"]
+    else:
+        want = 0 if all(run["valid"] for run in saved["runs"]) else 2
+    assert r.returncode == want, r.stdout + r.stderr

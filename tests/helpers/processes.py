@@ -36,7 +36,7 @@ def group_members(pgid: int) -> list[psutil.Process]:
     return found
 
 
-def wait_no_survivors(marker: str, timeout: float = 3.0) -> list[psutil.Process]:
+def wait_no_survivors(marker: str, timeout: float = 10.0) -> list[psutil.Process]:
     deadline = time.monotonic() + timeout
     while (left := survivors(marker)) and time.monotonic() < deadline:
         time.sleep(0.05)
