@@ -2,19 +2,24 @@
 decode step at batch 1 and 4 after 512 tokens of context, for every dtype this CPU serves
 (bfloat16 only with native bf16 dot products; int4 there on bfloat16 activations, elsewhere
 on float32 ones where our AVX2 kernels built). CI runs each once (benchmarks disabled);
-measure with `pytest tests/engine/test_bench_engine.py --benchmark-enable`."""
+measure with `pytest tests/engine/test_bench_engine.py --benchmark-enable`. A benchmark records
+its figures in extra_info and asserts no timing: what it derives from one (the FLOP count
+behind gemm_fraction) is checked by arithmetic."""
 
 import pytest
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.flop_counter import FlopCounterMode
 
 from engine.backends import load_backend
 from engine.backends.kernels import cpu as cpu_kernels
 from engine.backends.kernels.cpu_features import cpu_has_native_bf16
+from engine.backends.torch.backend import TorchBackend
 from engine.memory import peak_rss_bytes, reset_peak_rss
 from engine.model.load import load_model
 
 from helpers.marks import needs_smollm2
 
-pytestmark = [pytest.mark.slow, needs_smollm2]
 PROMPT = [(i * 7919) % 48000 + 100 for i in range(512)]
 NATIVE = cpu_has_native_bf16()
 INT4 = NATIVE or cpu_kernels.q4_matvec_f32() is not None
@@ -31,6 +36,8 @@ def backend(request, loaded):
     return load_backend("torch", loaded, dtype=request.param)
 
 
+@pytest.mark.slow
+@needs_smollm2
 def test_prefill_512(benchmark, backend):
     def run():
         backend.add_sequence(0, 600)
@@ -45,6 +52,8 @@ def test_prefill_512(benchmark, backend):
     benchmark.extra_info.update(tokens=512, dtype=backend.dtype, peak_rss_bytes=peak_rss_bytes())
 
 
+@pytest.mark.slow
+@needs_smollm2
 @pytest.mark.parametrize("batch", [1, 4])
 def test_decode_step_after_512(benchmark, backend, batch):
     backend.add_sequence(0, 600)
@@ -79,14 +88,35 @@ def prefill_flops(args, tokens: int) -> float:
     return 2 * (args.num_hidden_layers * (per_token * tokens + attention) + d * args.vocab_size)
 
 
+def test_prefill_flops_is_what_torch_counts_in_a_causal_prefill():
+    """prefill_flops against torch's FlopCounterMode over tiny's float32 prefill on torch's ops
+    (SDPA as its math decomposition): every linear (QKV, O, the MLP, the last token's logits)
+    exactly, and the attention's two batched matmuls, which SDPA runs over the whole T x T
+    square, scaled to the causal half, (T + 1) / 2T. Three lengths pin the constant, linear and
+    quadratic terms apart."""
+    be = TorchBackend(load_model("tiny"), dtype="float32", kernels=False)
+    for tokens in (1, 17, 64):
+        be.add_sequence(0, tokens)
+        with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+            be.prefill(0, [3 + i % 250 for i in range(tokens)])
+        be.remove_sequence(0)
+        counts = dict(counter.get_flop_counts()["Global"])
+        linear, square = counts.pop(torch.ops.aten.mm), counts.pop(torch.ops.aten.bmm)
+        assert not counts, counts  # no other op that torch counts
+        causal = square * (tokens + 1) / (2 * tokens)
+        assert prefill_flops(be.args, tokens) == linear + causal, (tokens, linear, square)
+
+
+@pytest.mark.slow
+@needs_smollm2
 def test_prefill_512_against_torch_gemm(benchmark, backend):
     """The prefill's achieved FLOP rate as a fraction of torch's own GEMM on this CPU, in the
     dtype the prefill's matmuls run in (int4 layers use their copy in the activations' dtype
     above 16 rows: bfloat16, or float32 on a CPU without native bfloat16):
-    `gemm_fraction` in extra_info (issue 11's goal: >= 0.6)."""
+    `gemm_fraction` in extra_info (issue 11's goal: >= 0.6). Recorded, not asserted: the two
+    rates are timed apart, under whatever else runs then (a fresh clone read 2.41); the FLOP
+    count is checked by test_prefill_flops_is_what_torch_counts_in_a_causal_prefill."""
     import time
-
-    import torch
 
     dtype = getattr(torch, backend.activations)
     a = torch.randn(512, backend.args.hidden_size, dtype=dtype)
@@ -109,10 +139,10 @@ def test_prefill_512_against_torch_gemm(benchmark, backend):
             seconds.append(time.perf_counter() - t0)
             backend.remove_sequence(0)
 
-    benchmark.pedantic(run, rounds=3, warmup_rounds=1)
+    logits = benchmark.pedantic(run, rounds=3, warmup_rounds=1)
+    assert logits.shape == (backend.args.vocab_size,)
     seconds = min(seconds[1:] or seconds)
     fraction = prefill_flops(backend.args, len(PROMPT)) / seconds / gemm_flops_s
     benchmark.extra_info.update(
         dtype=backend.dtype, gemm_flops_s=gemm_flops_s, gemm_fraction=fraction
     )
-    assert 0 < fraction < 2  # a FLOP count off by 2x or more (or a broken clock) fails

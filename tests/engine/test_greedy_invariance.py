@@ -4,6 +4,7 @@ fewer ran the int4 kernel while longer forwards ran the GEMM (two roundings), an
 kernel summed a step's rows in an order that followed how many there were."""
 
 import asyncio
+import os
 
 import aiohttp
 import numpy as np
@@ -21,11 +22,21 @@ PROMPT = [int(t) for t in np.random.default_rng(3).integers(3, 259, 50)]
 OTHERS = [[7] * 5, [int(t) for t in np.random.default_rng(4).integers(3, 259, 33)], [9] * 61]
 
 
+def amx_rounds_by_rows() -> bool:
+    """torch's bfloat16 GEMMs round a row by the call's row count here: a CPU with AMX whose
+    oneDNN is not capped below it (ONEDNN_MAX_CPU_ISA, read before this process's first GEMM;
+    docs/engine.md)."""
+    isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL").upper()
+    return onednn_isa_cap(cpu_flags()) is not None and (isa in ("ALL", "DEFAULT") or "AMX" in isa)
+
+
 def activations(request):
     if request.param == "float32" and cpu_kernels.q4_matvec_f32() is None:
         pytest.skip("no AVX2+FMA build")
     if request.param == "bfloat16" and cpu_kernels.q4_matvec() is None:
         pytest.skip("no AVX512-BF16 build")
+    if request.param == "bfloat16" and amx_rounds_by_rows():
+        pytest.skip("AMX: bfloat16 GEMMs round by row count (ONEDNN_MAX_CPU_ISA uncapped)")
     return request.param
 
 
@@ -94,6 +105,7 @@ def test_a_rows_decode_does_not_depend_on_the_rows_beside_it(int4):
 
 @pytest.mark.slow
 @needs_smollm2
+@pytest.mark.timeout(900)  # 56 s beside a busy process on every core
 def test_smollm2_answers_a_chat_the_same_cold_cached_and_in_company(engine_factory, monkeypatch):
     """The same greedy chat request three times (cold, then from the prompt cache), and once
     among three other chats: one answer, token for token. On a CPU with AMX only with oneDNN

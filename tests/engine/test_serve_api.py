@@ -11,7 +11,7 @@ import aiohttp
 import openai
 import pytest
 
-from helpers.engine_server import metrics, post, run_concurrently
+from helpers.engine_server import complete, metrics, post
 from helpers.marks import needs_smollm2
 
 BAD_INPUTS = [
@@ -44,20 +44,43 @@ def test_bad_inputs_get_openai_errors_and_the_server_keeps_serving(engine_factor
 
 
 def test_overload_gets_503_with_retry_after_and_admitted_requests_complete(engine_factory):
+    """With its 4 slots held by streams, a burst of 12 fills the queue (8) and the other 4 get
+    503 with Retry-After; once the streams leave, the 8 queued complete."""
     eng = engine_factory("--max-queue-depth", "8")
-    bodies = [
-        {"prompt": f"request {i} " * 8, "max_tokens": 48, "ignore_eos": True} for i in range(64)
-    ]
-    results = run_concurrently(eng.url, bodies)
+    hold = {"prompt": "hold", "max_tokens": 16000, "ignore_eos": True, "stream": True}
+
+    async def go():
+        async with aiohttp.ClientSession() as s:
+            holders = await asyncio.gather(
+                *(s.post(eng.url + "/v1/completions", json=hold) for _ in range(4))
+            )
+            while metrics(eng.url)["engine_running_sequences"] < 4:
+                await asyncio.sleep(0.02)
+            short = {"max_tokens": 48, "ignore_eos": True}
+            prompts = [f"request {i} " * 8 for i in range(12)]
+            burst = [
+                asyncio.ensure_future(complete(s, eng.url, prompt=p, **short)) for p in prompts
+            ]
+            while sum(b.done() for b in burst) < 4:  # while slots are held, only a 503 ends
+                await asyncio.sleep(0.02)
+            queued = metrics(eng.url)["engine_queue_depth"]
+            for r in holders:
+                r.close()  # the streams leave: their slots go to the queue
+            return queued, await asyncio.gather(*burst)
+
+    queued, results = asyncio.run(go())
+    assert queued == 8
     rejected = [r for r in results if r[0] == 503]
     served = [r for r in results if r[0] == 200]
-    assert rejected and served and len(rejected) + len(served) == 64
+    assert len(rejected) == 4 and len(served) == 8, [r[0] for r in results]
     assert all(r[2].get("Retry-After") for r in rejected)
     assert all(r[1]["error"]["code"] == "overloaded" for r in rejected)
     assert all(r[1]["usage"]["completion_tokens"] == 48 for r in served)
     code, _ = post(eng.url + "/v1/completions", json.dumps({"prompt": "after", "max_tokens": 2}))
     assert code == 200
-    assert metrics(eng.url)['engine_requests_total{outcome="rejected"}'] == len(rejected)
+    m = metrics(eng.url)
+    assert m['engine_requests_total{outcome="rejected"}'] == 4
+    assert m['engine_requests_total{outcome="cancelled"}'] == 4
 
 
 def test_client_disconnect_mid_stream_frees_the_slot(engine_factory):
@@ -75,7 +98,7 @@ def test_client_disconnect_mid_stream_frees_the_slot(engine_factory):
         return chunks
 
     assert asyncio.run(read_a_little_then_leave()) == 3
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         m = metrics(eng.url)
         if m["engine_running_sequences"] == 0:
@@ -164,57 +187,67 @@ def test_sigterm_finishes_or_cancels_in_flight_work_and_exits_zero(engine_factor
                         eng.proc.send_signal(signal.SIGTERM)
                 return lines
 
-    t0 = time.monotonic()
     lines = asyncio.run(stream_until_closed())
-    assert eng.proc.wait(15) == 0
-    assert time.monotonic() - t0 < 10
+    assert eng.proc.wait(60) == 0
+    # the drain cut the 10,000-token stream short (no clock: it would have ended on "length")
     assert any(b'"finish_reason": "cancelled"' in ln for ln in lines)
 
 
-def probe_during_prefill(url: str, length: int, salt: int) -> tuple[list[float], float]:
-    """Four `length`-token prompts prefilled as one batch; meanwhile a fifth request is
-    submitted (it takes the scheduler's queue lock) and /health is probed every 50 ms.
-    Returns the /health latencies and how long the batched prefill took (from /metrics)."""
-    prompt = [3 + (salt + i) % 256 for i in range(length)]
-    body = [{"prompt": prompt, "max_tokens": 1} for _ in range(4)]
+BATCHED = 'engine_prefill_forwards_total{path="batched"}'
+PREFILL_S = 'engine_step_seconds_sum{kind="prefill_batched"}'
 
-    async def go():
+
+def probe_during_prefill(url: str, length: int, salt: int) -> tuple[int, float]:
+    """Four `length`-token prompts prefilled as one batch, a fifth request queued beside them
+    (it takes the scheduler's queue lock), and /health probed every 50 ms until /metrics
+    counts the batched forward. Returns how many /health answers came after the forward began
+    (at the latest when it was counted, less its own seconds from /metrics: one monotonic clock
+    for both processes) and the forward's seconds."""
+    prompt = [3 + (salt + i) % 256 for i in range(length)]
+    body = {"prompt": prompt, "max_tokens": 1, "stream": True}
+    before = metrics(url)
+
+    async def go() -> tuple[list[float], float]:
         async with aiohttp.ClientSession() as s:
-            gen = asyncio.gather(*(s.post(url + "/v1/completions", json=b) for b in body))
-            await asyncio.sleep(0.3)
-            extra = asyncio.ensure_future(
-                s.post(url + "/v1/completions", json={"prompt": [5, 6, 7], "max_tokens": 1})
+            rows = await asyncio.gather(
+                *(s.post(url + "/v1/completions", json=body) for _ in range(4))
             )
-            latencies = []
-            while not gen.done():
-                t = time.perf_counter()
+            extra = await s.post(
+                url + "/v1/completions", json={"prompt": [5, 6, 7], "max_tokens": 1, "stream": True}
+            )
+            answers = []
+            while True:
                 async with s.get(url + "/health") as r:
                     assert r.status == 200
-                latencies.append(time.perf_counter() - t)
+                answered = time.monotonic()
+                if metrics(url)[BATCHED] > before[BATCHED]:
+                    counted = time.monotonic()
+                    break
+                answers.append(answered)  # before the forward was counted: before it ended
                 await asyncio.sleep(0.05)
-            assert [r.status for r in await gen] == [200] * 4
-            assert (await extra).status == 200
-            return latencies
+            for r in [*rows, extra]:
+                assert r.status == 200 and b"[DONE]" in await r.read()
+            return answers, counted
 
-    before = metrics(url).get('engine_step_seconds_sum{kind="prefill_batched"}', 0.0)
-    latencies = asyncio.run(go())
-    after = metrics(url)['engine_step_seconds_sum{kind="prefill_batched"}']
-    return latencies, after - before
+    answers, counted = asyncio.run(go())
+    prefill_s = metrics(url)[PREFILL_S] - before.get(PREFILL_S, 0.0)
+    return sum(t >= counted - prefill_s for t in answers), prefill_s
 
 
 def test_health_answers_during_a_long_batched_prefill(engine_factory):
-    """The event loop stays free while the compute thread prefills: /health answers within
-    1 s during a batched prefill of 2+ s (the prompts grow until the prefill lasts that long,
-    whatever the machine's speed)."""
+    """The event loop stays free while the compute thread prefills: /health answers again and
+    again during a batched prefill, with a fifth request queued beside it (the prompts grow
+    until the prefill lasts 2 s or more, whatever the machine's speed)."""
     eng = engine_factory(
         "--max-batch-prefill-tokens", "0", "--batch-window-ms", "1000", "--no-prompt-cache"
     )
     for salt, length in enumerate((3072, 6144, 12288)):
-        latencies, prefill_s = probe_during_prefill(eng.url, length, salt)
+        answered, prefill_s = probe_during_prefill(eng.url, length, salt)
         if prefill_s >= 2.0:
             break
-    assert prefill_s >= 2.0, f"a {length}-token batched prefill took only {prefill_s:.2f} s"
-    assert len(latencies) >= 10 and max(latencies) < 1.0, (prefill_s, max(latencies))
+    print(f"/health during a {length}-token batched prefill of {prefill_s:.2f} s: {answered}")
+    # a loop that the forward blocks answers none while it runs; a free one every 50 ms
+    assert answered >= 5, (length, prefill_s, answered)
 
 
 @pytest.mark.slow

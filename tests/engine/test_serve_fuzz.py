@@ -93,7 +93,7 @@ async def send(s: aiohttp.ClientSession, url: str, path: str, payload) -> int:
         return r.status
 
 
-def settle(url: str, timeout: float = 10) -> dict:
+def settle(url: str, timeout: float = 60) -> dict:
     deadline = time.monotonic() + timeout
     while True:
         m = metrics(url)

@@ -12,6 +12,7 @@ import time
 import aiohttp
 
 from engine.backends import load_backend
+from engine.backends.kernels.cpu_features import cpu_flags, onednn_isa_cap
 from engine.model.load import load_model
 
 from helpers.engine_server import metrics
@@ -19,7 +20,7 @@ from helpers.engine_server import metrics
 MARKER = "POISON-7f3a"
 
 
-def gauges_zero(url: str, timeout: float = 10) -> dict:
+def gauges_zero(url: str, timeout: float = 60) -> dict:
     """Wait for the engine to go idle; return /metrics (the caller asserts on it)."""
     deadline = time.monotonic() + timeout
     while True:
@@ -84,7 +85,8 @@ def test_a_fault_at_the_head_of_a_batched_cohort_leaks_nothing(engine_factory, m
     async def go():
         async with aiohttp.ClientSession() as s:
             head = asyncio.create_task(post(s, eng.url, poison(200)))
-            await asyncio.sleep(0.05)  # the poison is first in the queue
+            while not head.done() and metrics(eng.url)["engine_queue_depth"] < 1:
+                await asyncio.sleep(0.01)  # until the poison waits first in the queue
             others = asyncio.gather(*(post(s, eng.url, long_body(i, 200)) for i in range(3)))
             return await head, await others
 
@@ -110,7 +112,9 @@ async def _one(url: str, body: dict, timeout: float) -> tuple[int, dict]:
         return await post(s, url, body)
 
 
-def test_a_denormal_temperature_is_greedy_not_a_fault(engine_factory):
+def test_a_denormal_temperature_is_greedy_not_a_fault(engine_factory, monkeypatch):
+    if cap := onednn_isa_cap(cpu_flags()):  # AMX: the same text alone or batched (docs/engine.md)
+        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", cap)
     eng = engine_factory()
 
     async def go():
@@ -143,7 +147,9 @@ def test_long_stop_strings_do_not_stall_a_neighbour(engine_factory):
     assert c1 == 200 and small["usage"]["completion_tokens"] == 8
     assert c2 == 200 and big["usage"]["completion_tokens"] == 400
     print(f"8-token request beside 800 KB of stop strings: {seconds:.3f} s")
-    assert seconds < 1.0
+    # under 1 s beside a busy process on every core; the quadratic stop check it guards sliced
+    # every prefix of every stop string per token (8e10 bytes: seconds a step, shared by both)
+    assert seconds < 10.0
 
 
 def test_health_answers_while_a_huge_body_is_tokenized(engine_factory):
@@ -170,7 +176,41 @@ def test_health_answers_while_a_huge_body_is_tokenized(engine_factory):
     (code, answer), waits = asyncio.run(go())
     assert code == 200 and answer["count"] == 3_300_000
     print(f"/health during a 3.3 MB /tokenize: {len(waits)} probes, max {max(waits):.3f} s")
-    assert len(waits) >= 3 and max(waits) < 0.5
+    # answered again and again while it was in flight: a loop that tokenized and serialized
+    # the body itself would answer during its upload alone (a GIL held through the encoding:
+    # test_encoding_a_long_text_lets_other_threads_run)
+    assert len(waits) >= 5
+
+
+def test_encoding_a_long_text_lets_other_threads_run():
+    """What keeps /health answering while a huge body is tokenized on a worker thread:
+    Tokenizer.encode of a long text releases the GIL. With the switch interval at 100 s no
+    thread is made to give the GIL up, so this thread runs during the encoding only if the
+    encoding releases it."""
+    import sys
+    import threading
+
+    from engine.model.tiny import tiny_tokenizer
+
+    tok, text = tiny_tokenizer(), "word " * 660_000
+    entered, done = threading.Event(), threading.Event()
+
+    def encode():
+        entered.set()
+        tok.encode(text)
+        done.set()
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(100)
+    try:
+        worker = threading.Thread(target=encode)
+        worker.start()
+        entered.wait()
+        during = not done.is_set()
+        worker.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert during and done.is_set()
 
 
 def test_queue_depth_drops_when_a_queued_request_is_cancelled(engine_factory):
@@ -178,7 +218,7 @@ def test_queue_depth_drops_when_a_queued_request_is_cancelled(engine_factory):
 
     async def go():
         async with aiohttp.ClientSession() as s:
-            running = asyncio.create_task(post(s, eng.url, long_body(0, 3000)))
+            running = asyncio.create_task(post(s, eng.url, long_body(0, 16000)))
             while metrics(eng.url)["engine_running_sequences"] < 1:
                 await asyncio.sleep(0.02)
             async with aiohttp.ClientSession() as leaver:
@@ -186,7 +226,7 @@ def test_queue_depth_drops_when_a_queued_request_is_cancelled(engine_factory):
                 while metrics(eng.url)["engine_queue_depth"] < 1:
                     await asyncio.sleep(0.02)
                 queued.cancel()  # the client gives up while its request waits
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + 60
             while metrics(eng.url)["engine_queue_depth"] and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
             depth = metrics(eng.url)["engine_queue_depth"]
@@ -202,10 +242,11 @@ def test_queue_depth_drops_when_a_queued_request_is_cancelled(engine_factory):
 
 def test_a_short_request_is_not_held_behind_a_long_chunked_prefill(engine_factory):
     """Admission goes on between a long prompt's chunks: a short request sent while a
-    3,000-token prompt prefills in 32-token chunks finishes (all its tokens) before the long
-    one's first token, and the long one is still answered in full."""
+    12,000-token prompt prefills in 32-token chunks (375 of them: far more than the short one's
+    trip to the queue takes) finishes (all its tokens) before the long one's first token, and
+    the long one is still answered in full."""
     eng = engine_factory("--prefill-chunk-size", "32", "--no-prompt-cache")
-    long = {"prompt": [5] * 3000, "max_tokens": 2, "ignore_eos": True, "stream": True}
+    long = {"prompt": [5] * 12000, "max_tokens": 2, "ignore_eos": True, "stream": True}
     short = {"prompt": "hi", "max_tokens": 4, "ignore_eos": True}
 
     async def first_token_at(s: aiohttp.ClientSession) -> float:
@@ -229,5 +270,5 @@ def test_a_short_request_is_not_held_behind_a_long_chunked_prefill(engine_factor
     short_done, long_first = asyncio.run(go())
     assert short_done < long_first
     m = metrics(eng.url)
-    assert m['engine_prefill_forwards_total{path="chunked"}'] >= 3000 // 32
+    assert m['engine_prefill_forwards_total{path="chunked"}'] >= 12000 // 32
     assert_idle(eng.url)
