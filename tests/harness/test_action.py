@@ -6,6 +6,7 @@ servegate.toml and the suite and is still judged by the base branch's, updating 
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -13,7 +14,8 @@ import pytest
 import yaml
 
 from helpers import REPO
-from helpers.actions_runner import Runner
+from helpers.actions_runner import ActionRun, Runner
+from helpers.cli import client_starved
 from helpers.team_repo import PROJECT, SUITE, TeamRepo, args_text
 
 HARNESS = str(Path(sys.executable).with_name("harness"))
@@ -31,6 +33,25 @@ def docs_workflow() -> dict:
 def action_step(workflow: dict) -> dict:
     (step,) = [s for s in workflow["jobs"]["gate"]["steps"] if "/servegate@" in s.get("uses", "")]
     return step
+
+
+def starved(paths: list[Path]) -> bool:
+    """Whether a loaded machine starved the load client of the results at `paths` (INVALID
+    for the machine, not the pull request: helpers.cli.client_starved)."""
+    return any(p.is_file() and client_starved(json.loads(p.read_text())) for p in paths)
+
+
+def gate_pull_request(runner: Runner, inputs: dict) -> ActionRun:
+    """The action on the pull request; once more where the machine starved the client."""
+    run = runner.run(REPO, inputs, "pull_request", PULL_REQUEST)
+    if starved([Path(p) for p in run.outputs["results"].splitlines()]):
+        run = runner.run(REPO, inputs, "pull_request", PULL_REQUEST)
+    return run
+
+
+def gh_methods(runner: Runner) -> list[str]:
+    """The comment's calls so far: a POST at the first run, a PATCH at each later one."""
+    return ["GET", "POST"] + ["GET", "PATCH"] * (runner.runs - 1)
 
 
 def test_docs_workflow_gives_the_action_what_it_needs():
@@ -54,13 +75,13 @@ def test_pull_request_gated_by_its_base_branch(tmp_path):
     repo.push(
         "slower", "server: 80 ms to the first token", {"server.args": args_text(ttft_ms="80")}
     )
-    first = runner.run(REPO, inputs, "pull_request", PULL_REQUEST)
+    first = gate_pull_request(runner, inputs)
     assert first.exit_code == 1, first.log
     assert (first.outputs["verdict"], first.outputs["exit-code"]) == ("REGRESSION", "1")
     (comment,) = runner.comments()
     assert "REGRESSION" in comment["body"].splitlines()[0], comment["body"]
     assert comment["body"].splitlines()[0] in first.step_summary
-    assert [c["method"] for c in runner.gh_calls()] == ["GET", "POST"]
+    assert [c["method"] for c in runner.gh_calls()] == gh_methods(runner)
     assert len(first.outputs["reports"].splitlines()) == 1
 
     loosened = {  # the pull request's own judge would pass it: head forced back to 40 ms
@@ -68,11 +89,11 @@ def test_pull_request_gated_by_its_base_branch(tmp_path):
         "servegate.toml": PROJECT.replace("@server.args", "@server.args --ttft-ms 40"),
     }
     repo.push("slower", "perf: a looser gate", loosened)
-    second = runner.run(REPO, inputs, "pull_request", PULL_REQUEST)
+    second = gate_pull_request(runner, inputs)
     assert second.exit_code == 1, second.log
     assert second.outputs["verdict"] == "REGRESSION"
     (comment,) = runner.comments()  # the same comment, updated in place
-    assert [c["method"] for c in runner.gh_calls()] == ["GET", "POST", "GET", "PATCH"]
+    assert [c["method"] for c in runner.gh_calls()] == gh_methods(runner)
     body = comment["body"]
     assert "REGRESSION" in body.splitlines()[0] and body == runner.gh_calls()[-1]["body"]
     for judged in ("servegate.toml", "perf/chat.toml"):
@@ -89,7 +110,12 @@ def test_push_records_the_history_of_main(tmp_path):
     runner = Runner(tmp_path, repo.path)
     inputs = action_step(docs_workflow())["with"] | {"harness": HARNESS}
     sha = repo.git("rev-parse", "HEAD")
-    run = runner.run(REPO, inputs, "push", {"before": "0" * 40, "after": sha})
+    push = {"before": "0" * 40, "after": sha}
+    run = runner.run(REPO, inputs, "push", push)
+    ran = tmp_path / f"job-{runner.runs}" / "temp" / "servegate-history" / "chat" / f"{sha}.json"
+    if run.exit_code == 2 and starved([ran]):  # the machine's, not the commit's: once more
+        shutil.rmtree(ran.parents[1])  # its worktree, which the next job's prune forgets
+        run = runner.run(REPO, inputs, "push", push)
     assert run.exit_code == 0, run.log
     assert run.outputs["verdict"] == "" and runner.gh_calls() == []  # no base given: no A/B
     kept = repo.git("ls-tree", "-r", "--name-only", "origin/servegate-history")

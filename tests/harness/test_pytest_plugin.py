@@ -23,6 +23,7 @@ from harness.report.benchmark_export import machine_id, stats
 
 from helpers import REPO
 from helpers.arms import scripted
+from helpers.cli import client_starved
 from helpers.processes import unique_marker, wait_no_survivors
 from helpers.suites import SUITE, write_suite
 
@@ -41,18 +42,27 @@ def plugin_args() -> list[str]:
     return [] if installed else ["-p", PLUGIN]
 
 
-def run_example(pytester: pytest.Pytester, monkeypatch, head_ttft_ms: int):
+def run_example(pytester: pytest.Pytester, monkeypatch, head_ttft_ms: int, rounds: int = 2):
     marker = unique_marker()
     pytester.makepyfile(test_serving=EXAMPLE.read_text())
     write_suite(pytester.path, SUITE.format(extra=GATE))
     monkeypatch.setenv("SERVEGATE_SUITE", "t.toml")
     monkeypatch.setenv("SERVEGATE_BASE_CMD", scripted("--ttft-ms 50 --tag a", model=marker))
     monkeypatch.setenv("SERVEGATE_HEAD_CMD", scripted(f"--ttft-ms {head_ttft_ms}", model=marker))
-    # the smallest A/B: 2 rounds, one look (a 2x TTFT is certain there; the A/A settles)
-    rounds = "--servegate-args=--rounds 2 --max-rounds 2"
-    result = pytester.runpytest(*plugin_args(), "-p", "no:cacheprovider", rounds)
+    # the smallest A/B: one look at `rounds` (2 by default: the A/A settles)
+    args = f"--servegate-args=--rounds {rounds} --max-rounds {rounds}"
+    result = pytester.runpytest(*plugin_args(), "-p", "no:cacheprovider", args)
+    if starved(pytester):  # INVALID for the machine, not the example: once more
+        result = pytester.runpytest(*plugin_args(), "-p", "no:cacheprovider", args)
     assert not wait_no_survivors(marker)
     return result
+
+
+def starved(pytester: pytest.Pytester) -> bool:
+    """Whether a loaded machine starved the example's load client (its A/B saved under the
+    inner pytest's basetemp, which pytester puts beside its folder)."""
+    saved = pytester.path.parent.joinpath("basetemp").glob("*/servegate-ab-*/*.json")
+    return any(client_starved(json.loads(path.read_text())) for path in saved)
 
 
 def test_the_example_passes_an_a_a_saved_where_pytest_benchmark_reads_it(
@@ -88,7 +98,9 @@ def test_the_example_passes_an_a_a_saved_where_pytest_benchmark_reads_it(
 
 
 def test_a_slower_head_fails_the_example_with_the_gate_line(pytester, monkeypatch):
-    result = run_example(pytester, monkeypatch, head_ttft_ms=100)  # 2x
+    # 2x in 3 rounds: certain on a loaded machine (in 2, the t-bound on one degree of freedom
+    # needs the rounds' ratios within ~4% of each other; a few ms of delay in 50 ms move it so)
+    result = run_example(pytester, monkeypatch, head_ttft_ms=100, rounds=3)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
@@ -120,7 +132,10 @@ def test_a_run_returns_each_metric_per_run_and_saves_them(tmp_path):
     suite = write_suite(tmp_path, SUITE.format(extra=""))
     storage = tmp_path / "bench"
     gate = Servegate(tmp_path=tmp_path, test="t", nodeid="t.py::t", cwd=tmp_path, storage=storage)
-    result = gate.run(suite=suite, serve_cmd=scripted("--ttft-ms 50", model=marker))
+    cmd = scripted("--ttft-ms 50", model=marker)
+    result = gate.run(suite=suite, serve_cmd=cmd, check=False)
+    if client_starved(json.loads(result.json.read_text())):  # the machine's: once more
+        result = gate.run(suite=suite, serve_cmd=cmd, check=False)
     assert not wait_no_survivors(marker)
     assert result.verdict == "VALID" and result.exit_code == 0
     assert len(result["ttft_p50_ms"]) == 1 and 50 < result.value("ttft_p50_ms") < 200

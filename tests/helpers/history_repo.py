@@ -3,8 +3,10 @@ whose TTFT steps up 8% at one commit, each commit run once by `harness run --ref
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+from helpers.cli import client_starved
 from helpers.processes import unique_marker, wait_no_survivors
 from helpers.project_repo import ProjectRepo
 
@@ -21,9 +23,12 @@ def build_history(tmp_path: Path) -> tuple[ProjectRepo, list[str], Path]:
         shas.append(repo.commit(f"commit {i}", ttft=ttft, readme=f"change {i}"))
     folder = tmp_path / "history"
     for sha in shas:
-        out = str(folder / f"{sha[:10]}.json")
-        r = repo.harness("run", "--ref", sha, "--suite", "suite.toml", "--quiet", "--out", out,
-                         cache=tmp_path / "cache")  # fmt: skip
+        out = folder / f"{sha[:10]}.json"
+        run = ("run", "--ref", sha, "--suite", "suite.toml", "--quiet", "--out", str(out))
+        r = repo.harness(*run, cache=tmp_path / "cache")
+        # a history keeps valid runs: once more where a loaded machine starved the client
+        if out.is_file() and client_starved(json.loads(out.read_text())):
+            r = repo.harness(*run, cache=tmp_path / "cache")
         assert r.returncode == 0, r.stdout + r.stderr
     assert not wait_no_survivors(marker)
     return repo, shas, folder

@@ -21,6 +21,8 @@ def repo(tmp_path, monkeypatch):
 
 def test_check_asks_once_runs_once_and_prints_the_plan(repo):
     out = cli("check", "--suite", "suite.toml", "--quiet", cwd=repo)
+    if out.returncode == 2 and "the client fell behind" in out.stderr:  # the machine's: again
+        out = cli("check", "--suite", "suite.toml", "--quiet", cwd=repo)
     assert out.returncode == 0, out.stdout + out.stderr
     said = dict(line.split(": ", 1) for line in out.stdout.splitlines() if ": " in line)
     head = repo.joinpath(".git", "refs", "heads", "main").read_text()[:8]

@@ -14,7 +14,7 @@ from harness.workload.suite import load_suite
 
 from helpers import REPO
 from helpers.arms import scripted
-from helpers.cli import harness
+from helpers.cli import client_starved, harness
 from helpers.processes import unique_marker, wait_no_survivors
 from helpers.suites import write_suite
 
@@ -94,7 +94,8 @@ def test_unmet_expectation_makes_the_run_invalid(tmp_path):
     assert "INVALID" in res.stdout and "delta was 0" in res.stdout
     run = json.loads(out.read_text())["runs"][0]
     assert run["valid"] is False and run["outcome"] == "invalid"
-    assert run["invalid_reasons"] == [
+    ours = [why for why in run["invalid_reasons"] if "the client fell behind" not in why]
+    assert ours == [  # and, on a loaded machine, perhaps a starved client: the machine's
         "phase 'main': expected engine_prefill_forwards_total{path=\"batched\"} >= 1, delta was 0"
     ]
     assert run["counters"]["main"]['engine_prefill_forwards_total{path="single"}'] == 6
@@ -108,7 +109,8 @@ def test_run_record_shape_and_recorded_fallbacks(tmp_path):
     run = run_arm(suite, make_arm(marker, serve_cmd=cmd), tmp_path / "s.log")
     assert run["prompt_tokenizer"] == "server /extras/tokenize"
     s = run["summary"]
-    assert s["errors"] == 2 and s["token_mismatches"] == 4 and run["valid"]
+    assert s["errors"] == 2 and s["token_mismatches"] == 4
+    assert run["valid"] or client_starved({"runs": [run]}), run["invalid_reasons"]
     failed = [r for r in run["requests"] if not r["ok"]]
     assert {(r["status"], r["error"]) for r in failed} == {(500, "scripted failure")}
     assert all(r["prompt_tokens"] == 24 for r in run["requests"])
@@ -132,7 +134,8 @@ def test_streams_cut_short_are_errors_and_missing_usage_is_counted(tmp_path):
     assert run["invalid_reasons"][0].startswith("phase 'main': all 6 requests failed")
     ok = run_arm(suite, make_arm(marker, serve_cmd=scripted("--no-usage", model=marker)),
                  tmp_path / "t.log")  # fmt: skip
-    assert ok["valid"] and ok["summary"]["usage_missing"] == 6
+    assert ok["valid"] or client_starved({"runs": [ok]}), ok["invalid_reasons"]
+    assert ok["summary"]["usage_missing"] == 6
     assert ok["summary"]["token_mismatches"] == 0 and ok["summary"]["tok_s"] > 0
 
 
@@ -142,7 +145,8 @@ def test_local_approximation_when_the_server_cannot_tokenize(tmp_path):
     cmd = scripted("--tokenize none", model=marker)
     run = run_arm(suite, make_arm(marker, serve_cmd=cmd), tmp_path / "s.log")
     assert run["prompt_tokenizer"].startswith("local-approx")
-    assert run["valid"] and run["summary"]["errors"] == 0
+    assert run["valid"] or client_starved({"runs": [run]}), run["invalid_reasons"]
+    assert run["summary"]["errors"] == 0
 
 
 def test_url_arm_with_and_without_pid(tmp_path):

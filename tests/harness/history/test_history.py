@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import statistics
 
 import numpy as np
 import pytest
@@ -37,8 +38,14 @@ def test_an_eight_percent_step_is_named_at_its_commit(history, tmp_path):
     assert lines[0].endswith(f"ttft_p50_ms: {COMMITS} commit(s), 1 change point"), r.stdout
     named = lines[1].split()[2]  # "  worse from SHA10 DATE 'subject': ..."
     assert named in [s[:10] for s in shas[STEP_AT - 1 : STEP_AT + 2]], r.stdout
+    # at its size: the medians either side of it, as measured; 250 -> 270 ms is 1.08x, moved
+    # by what a loaded machine adds to each side's TTFT (its client and server run late)
+    p50 = [json.loads((folder / f"{s[:10]}.json").read_text())["runs"][0]["summary"]["ttft_p50_ms"]
+           for s in shas]  # fmt: skip
+    at = [s[:10] for s in shas].index(named)
     ratio = float(lines[1].split(", ")[-2].rstrip("x"))
-    assert abs(ratio - 1.08) <= 0.03, r.stdout
+    assert abs(ratio - statistics.median(p50[at:]) / statistics.median(p50[:at])) < 6e-4, p50
+    assert 1.02 <= ratio < 1.2, r.stdout  # a step up of about 8% (2% at least to be named)
     assert lines[1].startswith("  worse from")
 
 

@@ -6,12 +6,16 @@ Skipped where Chromium is not installed (docs/history.md)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 
-from helpers.cli import harness
+from harness.history.site import VERDICT_COLOR
+
+from helpers.cli import client_starved, harness
 from helpers.headless import CHROMIUM, Browser
 
 pytestmark = pytest.mark.skipif(not CHROMIUM, reason="Debian's chromium is not installed")
@@ -59,10 +63,17 @@ def test_the_site_opens_offline_with_every_chart_drawn(tmp_path):
 
     repo, shas, folder = build_history(tmp_path)
     # one A/B result among the runs: its head point is coloured and links to a report page
-    r = repo.harness("ab", "--base", shas[-2], "--head", shas[-1], "--suite", "suite.toml",
-                     "--quiet", "--rounds", "3", "--max-rounds", "3", "--out-dir",
-                     str(folder / "ab"), cache=tmp_path / "cache")  # fmt: skip
+    ab = ("ab", "--base", shas[-2], "--head", shas[-1], "--suite", "suite.toml", "--quiet",
+          "--rounds", "3", "--max-rounds", "3", "--out-dir", str(folder / "ab"))  # fmt: skip
+    r = repo.harness(*ab, cache=tmp_path / "cache")
+    saved = json.loads(next((folder / "ab").glob("*.json")).read_text())
+    if client_starved(saved):  # INVALID for the machine, not the site: once more, in its place
+        shutil.rmtree(folder / "ab")
+        r = repo.harness(*ab, cache=tmp_path / "cache")
+        saved = json.loads(next((folder / "ab").glob("*.json")).read_text())
+    # an A/A on real timings: PASS, or INCONCLUSIVE on a loaded machine
     assert r.returncode == 0, r.stdout + r.stderr
+    verdict = saved["comparison"]["verdict"]
     publish = ["publish", str(folder), "--out", str(tmp_path / "site")]
     r = harness(*publish, cwd=tmp_path, timeout=300)
     assert r.returncode == 0, r.stderr
@@ -74,8 +85,8 @@ def test_the_site_opens_offline_with_every_chart_drawn(tmp_path):
         assert chart["line"] > 300
     assert site["steps"] and "at " in site["steps"][0]
     assert on_index == []
-    assert site["charts"][0]["fill"] == "#2e7d32"  # the A/B's head: coloured
-    assert report["h1"].startswith("PASS: exit 0")
+    assert site["charts"][0]["fill"] == VERDICT_COLOR[verdict]  # the A/B's head: coloured
+    assert report["h1"].startswith(f"{verdict}: exit 0")
     plots = list((tmp_path / "site" / "results" / "ab").glob("*.png"))  # the report's own
     assert len(report["images"]) == len(plots) >= 2 and all(w > 0 for w in report["images"])
     assert on_report == []

@@ -9,6 +9,7 @@ from harness.workload.fingerprint import fingerprint, workload
 from harness.workload.suite import load_suite
 
 from helpers.arms import scripted
+from helpers.cli import client_starved
 from helpers.processes import unique_marker, wait_no_survivors
 from helpers.suites import write_suite
 
@@ -28,16 +29,17 @@ max_tokens = 3
 def test_bursts_fire_back_to_back_with_fresh_prompts(tmp_path):
     suite = load_suite(str(write_suite(tmp_path, SUITE)))
     marker = unique_marker()
-    cmd = scripted("--ttft-ms 30 --itl-ms 5", model=marker)
+    cmd = scripted("--ttft-ms 300 --itl-ms 5", model=marker)
     run = run_arm(suite, make_arm(marker, serve_cmd=cmd), tmp_path / "s.log")
     assert not wait_no_survivors(marker)
-    assert run["valid"], run["invalid_reasons"]
+    assert run["valid"] or client_starved({"runs": [run]}), run["invalid_reasons"]
     reqs = run["requests"]
     assert [r["index"] for r in reqs] == list(range(12)) and all(r["ok"] for r in reqs)
     bursts = [reqs[i : i + 3] for i in range(0, 12, 3)]
     for prev, nxt in zip(bursts, bursts[1:], strict=False):
         assert min(r["send"] for r in nxt) >= max(r["end"] for r in prev)
-        assert max(r["send"] for r in nxt) - min(r["send"] for r in nxt) < 0.05  # one burst
+        # one burst: sent one after another, they would be a TTFT (0.3 s) apart at least
+        assert max(r["send"] for r in nxt) - min(r["send"] for r in nxt) < 0.3
     assert run["workload"]["phases"][0]["bursts"] == 4
     assert len(run["workload"]["phases"][0]["prompt_lengths"]) == 12
 

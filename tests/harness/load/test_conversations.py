@@ -13,7 +13,7 @@ from harness.workload.suite import SuiteError, load_suite
 
 from helpers import REPO
 from helpers.arms import scripted
-from helpers.cli import harness, outside_git
+from helpers.cli import client_starved, exit_agrees, harness, outside_git
 from helpers.processes import unique_marker
 from helpers.suites import write_suite
 
@@ -43,9 +43,11 @@ def test_each_turn_sends_the_conversation_so_far_after_the_think_time(tmp_path):
     serve = scripted("--ttft-ms 5 --itl-ms 1 --bare-health", model=marker)
     r = harness("run", "--suite", str(suite), "--quiet", "--out", "run.json", "--serve-cmd", serve,
                 cwd=tmp_path, env=outside_git(tmp_path))  # fmt: skip
-    assert r.returncode == 0, r.stdout + r.stderr
-    (run,) = json.loads((tmp_path / "run.json").read_text())["runs"]
-    assert run["valid"] and len(run["requests"]) == 6
+    saved = json.loads((tmp_path / "run.json").read_text())
+    exit_agrees(r, saved)
+    (run,) = saved["runs"]
+    assert run["valid"] or client_starved(saved), run["invalid_reasons"]
+    assert len(run["requests"]) == 6
     for conv in conversations(run):
         assert [q["turn"] for q in conv] == [1, 2, 3]
         served = [q["usage_prompt_tokens"] for q in conv]
@@ -72,8 +74,9 @@ def test_the_engines_prompt_cache_reuses_more_of_each_later_turn(tmp_path):
     serve = f"{sys.executable} -m engine.cli serve --model tiny --port {{port}}"
     r = harness("run", "--suite", str(suite), "--quiet", "--out", str(tmp_path / "run.json"),
                 "--serve-cmd", serve, cwd=REPO, env=outside_git(REPO))  # fmt: skip
-    assert r.returncode == 0, r.stdout + r.stderr
-    (run,) = json.loads((tmp_path / "run.json").read_text())["runs"]
+    saved = json.loads((tmp_path / "run.json").read_text())
+    exit_agrees(r, saved)  # INVALID where a loaded machine starved the client
+    (run,) = saved["runs"]
     for conv in conversations(run):
         served = [q["usage_prompt_tokens"] for q in conv]
         cached = [q["cached_tokens"] for q in conv]

@@ -56,7 +56,7 @@ def test_servers_that_never_finish_end_the_run_invalid_in_bounded_time(
     assert not wait_no_survivors(marker)
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("verb", ["ab", "sweep"])
 def test_ab_and_sweep_against_an_endless_server_end_invalid_in_bounded_time(tmp_path, verb):
     marker = unique_marker()
@@ -71,10 +71,10 @@ def test_ab_and_sweep_against_an_endless_server_end_invalid_in_bounded_time(tmp_
     )
     started = time.monotonic()
     r = harness(verb, "--quiet", "--suite", str(suite), *arms, *extra,
-                "--out-dir", str(tmp_path / "out"), cwd=tmp_path, timeout=240)  # fmt: skip
+                "--out-dir", str(tmp_path / "out"), cwd=tmp_path, timeout=480)  # fmt: skip
     assert r.returncode == 2, r.stdout + r.stderr
     assert "request deadline (2 s) passed" in r.stdout, r.stdout
-    assert time.monotonic() - started < 90
+    assert time.monotonic() - started < 300  # 12-24 s loaded; its first token is 28 h away
     assert len(list((tmp_path / "out").glob("*.md"))) == 1
     assert not wait_no_survivors(marker)
 

@@ -14,6 +14,7 @@ from harness.runs.measure import run_arm
 from harness.workload.suite import SuiteError, load_suite, override
 
 from helpers.arms import scripted
+from helpers.cli import client_starved
 from helpers.processes import unique_marker, wait_no_survivors
 from helpers.suites import write_suite
 
@@ -57,7 +58,8 @@ def test_two_client_processes_fire_the_same_workload(tmp_path):
     one = run_arm(suite, arm, tmp_path / "one.log")
     two = run_arm(override(suite, client_procs=2), arm, tmp_path / "two.log")
     assert not wait_no_survivors(marker)
-    assert one["valid"] and two["valid"], two["invalid_reasons"]
+    for run in (one, two):  # valid, unless a loaded machine starved the client
+        assert run["valid"] or client_starved({"runs": [run]}), run["invalid_reasons"]
     assert shape(one) == shape(two) and one["fingerprint"] == two["fingerprint"]
     main = two["phases"]["main"]
     assert main["client"]["processes"] == 2 and one["phases"]["main"]["client"]["processes"] == 1

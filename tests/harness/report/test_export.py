@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from helpers.arms import scripted
-from helpers.cli import harness, outside_git
+from helpers.cli import exit_agrees, harness, outside_git
 from helpers.processes import unique_marker
 from helpers.suites import SUITE, write_suite
 
@@ -38,7 +38,7 @@ def test_a_run_exported_in_vllms_shape_reads_back_the_same(tmp_path):
     r = harness("run", "--suite", str(suite), "--quiet", "--out", "run.json", "--repeat", "2",
                 "--serve-cmd", scripted("--ttft-ms 30 --itl-ms 5 --bare-health", model=marker),
                 cwd=tmp_path, env=outside_git(tmp_path))  # fmt: skip
-    assert r.returncode == 0, r.stdout + r.stderr
+    exit_agrees(r, json.loads((tmp_path / "run.json").read_text()))  # INVALID if starved
     out = harness(
         "export", "run.json", "--out", "vllm.json", cwd=tmp_path, env=outside_git(tmp_path)
     )

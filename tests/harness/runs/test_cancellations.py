@@ -13,7 +13,7 @@ from harness.load.cancels import cancelled
 from harness.workload.suite import SuiteError, load_suite
 
 from helpers import REPO
-from helpers.cli import harness
+from helpers.cli import harness, valid_attempt
 from helpers.suites import write_suite
 
 SUITE = REPO / "suites" / "cancellations.toml"
@@ -43,11 +43,15 @@ def test_cancel_keys_that_cannot_be_followed_are_one_line(tmp_path, keys, needle
 
 
 def run(tmp_path: Path, suite: Path, name: str) -> dict:
-    out = tmp_path / f"{name}.json"
-    r = harness("run", "--quiet", "--suite", str(suite), "--model", "tiny", "--out", str(out),
-                cwd=REPO, cache=tmp_path / "cache", timeout=600)  # fmt: skip
+    def attempt(n: int):
+        out = tmp_path / f"{name}{n}.json"
+        r = harness("run", "--quiet", "--suite", str(suite), "--model", "tiny", "--out", str(out),
+                    cwd=REPO, cache=tmp_path / "cache", timeout=600)  # fmt: skip
+        return r, json.loads(out.read_text())
+
+    r, saved = valid_attempt(attempt)
     assert r.returncode == 0, r.stdout + r.stderr
-    return json.loads(out.read_text())["runs"][0]
+    return saved["runs"][0]
 
 
 def test_the_engine_cancels_frees_and_serves_the_others_unchanged(tmp_path):
@@ -92,7 +96,7 @@ def test_the_client_closes_the_stream_and_the_server_sees_it_go():
                     choice = {"index": 0, "text": f" t{i}", "finish_reason": None}
                     await resp.write(b"data: " + json.dumps({"choices": [choice]}).encode()
                                      + b"\n\n")  # fmt: skip
-                    await asyncio.sleep(0.03)
+                    await asyncio.sleep(0.1)  # 0.8 s between the third and the last
             except (ConnectionResetError, asyncio.CancelledError):  # aiohttp cancels it
                 seen[first_s] = i
                 raise
@@ -107,7 +111,7 @@ def test_the_client_closes_the_stream_and_the_server_sees_it_go():
         async with make_session() as session:
             for first_s, keys in (
                 (0.0, {"cancel_after_tokens": 3}),
-                (0.4, {"cancel_after_ms": 100}),
+                (1.0, {"cancel_after_ms": 100}),
             ):
                 async with TestServer(app(first_s)) as server:
                     driver = LoadDriver(session, str(server.make_url("")).rstrip("/"), "m", 0.0)
@@ -122,5 +126,5 @@ def test_the_client_closes_the_stream_and_the_server_sees_it_go():
     assert by_tokens.cancelled and not by_tokens.error and by_tokens.client_tokens == 3
     assert not by_tokens.ok and not by_tokens.failed
     assert by_time.cancelled and by_time.client_tokens == 0 and by_time.first_token is None
-    assert 0.09 <= by_time.e2e_s < 0.4  # dropped at 100 ms, before the first token
+    assert 0.09 <= by_time.e2e_s < 1.0  # dropped at 100 ms, before the first token at 1 s
     assert 2 <= seen[0.0] < 11  # the server saw the client go after its third token

@@ -12,7 +12,7 @@ from harness.runs.measure import run_arm
 from harness.workload.suite import load_suite
 
 from helpers.arms import scripted
-from helpers.cli import cli
+from helpers.cli import cli, saved_result, valid_attempt
 from helpers.processes import unique_marker, wait_no_survivors
 from helpers.suites import write_suite
 
@@ -42,8 +42,13 @@ SERVICE = "--ttft-ms 50 --itl-ms 20"  # 50 + 5 x 20 = 150 ms a request
 def test_the_search_finds_the_servers_stream_limit(tmp_path):
     suite = load_suite(str(write_suite(tmp_path, SUITE.format(gate=""))))
     marker = unique_marker()
-    cmd = scripted(f"{SERVICE} --max-streams 4", model=marker)
-    run = run_arm(suite, make_arm(marker, serve_cmd=cmd), tmp_path / "s.log")
+    arm = make_arm(marker, serve_cmd=scripted(f"{SERVICE} --max-streams 4", model=marker))
+
+    def attempt(n: int):
+        run = run_arm(suite, arm, tmp_path / f"s{n}.log")
+        return run, {"runs": [run]}
+
+    run, _ = valid_attempt(attempt)
     assert not wait_no_survivors(marker)
     assert run["valid"], run["invalid_reasons"]
     found = run["capacity"]
@@ -60,9 +65,15 @@ def test_an_ab_of_eight_streams_against_six_regresses_on_capacity(tmp_path):
     suite = write_suite(tmp_path, SUITE.format(gate="[gate]\ncapacity_req_s = 0.10"))
     marker = unique_marker()
     base, head = (scripted(f"{SERVICE} --max-streams {n}", model=marker) for n in (8, 6))
-    out = cli("ab", "--quiet", "--suite", str(suite), "--base-cmd", base, "--head-cmd", head,
-              "--rounds", "3", "--max-rounds", "3", "--out-dir", str(tmp_path / "out"),
-              cwd=tmp_path)  # fmt: skip
+
+    def attempt(n: int):
+        folder = tmp_path / f"out{n}"
+        out = cli("ab", "--quiet", "--suite", str(suite), "--base-cmd", base, "--head-cmd", head,
+                  "--rounds", "3", "--max-rounds", "3", "--out-dir", str(folder),
+                  cwd=tmp_path)  # fmt: skip
+        return out, saved_result(folder)
+
+    out, _ = valid_attempt(attempt)
     assert not wait_no_survivors(marker)
     assert out.returncode == 1, out.stdout + out.stderr
     assert "capacity_req_s" in out.stdout and "REGRESSION" in out.stdout

@@ -5,7 +5,6 @@ is what the scripted server makes certain: its gauge, its TTFT and ITL, its devi
 
 from __future__ import annotations
 
-import json
 import math
 import re
 
@@ -13,18 +12,22 @@ import pytest
 
 from harness.stats.compare import compare_rounds
 
-from helpers.cli import harness
+from helpers.cli import harness, saved_result, valid_attempt
 from helpers.gpu_repo import GpuRepo
 
-pytestmark = pytest.mark.timing  # verdicts on real timings: alone under xdist
+pytestmark = pytest.mark.timing  # scripted effects of 1.2x and more on real time: alone
 
 
 def ab(repo: GpuRepo, tmp_path, *args: str):
-    out = tmp_path / "out"
-    r = harness("ab", "--quiet", "--suite", "suite.toml", "--out-dir", str(out), *args,
-                cwd=repo.path, cache=tmp_path / "cache")  # fmt: skip
-    saved = [p for p in out.glob("*.json") if not p.name.endswith(".summary.json")]
-    return r, (json.loads(saved[0].read_text()) if saved else None)
+    """One A/B; once more where the machine starved the load client."""
+
+    def attempt(n: int):
+        out = tmp_path / f"out{n}"
+        r = harness("ab", "--quiet", "--suite", "suite.toml", "--out-dir", str(out), *args,
+                    cwd=repo.path, cache=tmp_path / "cache")  # fmt: skip
+        return r, saved_result(out)
+
+    return valid_attempt(attempt)
 
 
 def test_device_memory_gauge_and_a_trade_off_are_regressions_named(tmp_path):
@@ -68,9 +71,14 @@ def test_two_devices_rotate_so_a_slower_one_favours_neither_arm(tmp_path):
         assert rnd["base"]["arm"]["device"] == rnd["devices"]["base"]
     ratios = [rnd["head"]["summary"]["tpot_ms"] / rnd["base"]["summary"]["tpot_ms"]
               for rnd in rounds]  # fmt: skip
-    assert [x > 1.1 for x in ratios] == [True, False] * 3, ratios  # device 1: 1.2x slower
+    # device 1 is 1.2x slower: 24 ms a token against 20, above 1.1 with any delay under 4 ms
+    assert [x > 1.1 for x in ratios] == [True, False] * 3, ratios
     assert [x < 1 / 1.1 for x in ratios] == [False, True] * 3, ratios
-    assert result["comparison"]["verdict"] == "PASS"
+    # blocked by device, the 1.2x cancels: what is left is the machine's noise, so the verdict
+    # may be PASS or, where that noise is wide, INCONCLUSIVE, never a verdict on a device
+    assert result["comparison"]["verdict"] in ("PASS", "INCONCLUSIVE")
+    tpot = next(m for m in result["comparison"]["metrics"] if m["name"] == "tpot_ms")
+    assert 0.93 < tpot["ratio"] < 1.07, tpot
     # the same rounds taken one by one, without their order, as if the devices had not
     # cancelled: not a PASS
     gate = result["gate"]
@@ -83,7 +91,7 @@ def test_two_devices_rotate_so_a_slower_one_favours_neither_arm(tmp_path):
     # takes the device's 1.2x out too (head second is head on the slower device)
     ordered = compare_rounds(rounds, gate, result["memory_slack_bytes"])
     tpot = next(m for m in ordered.metrics if m.name == "tpot_ms")
-    assert tpot.order_effect > 1.3 and tpot.verdict == "PASS"
+    assert tpot.order_effect > 1.3 and tpot.verdict in ("PASS", "INCONCLUSIVE")  # 1.2^2 = 1.44
 
 
 def test_a_budget_shortens_the_rounds_and_says_what_they_could_resolve(tmp_path):

@@ -11,6 +11,7 @@ from harness.runs.measure import run_arm
 from harness.workload.suite import SuiteError, load_suite
 
 from helpers.arms import scripted
+from helpers.cli import valid_unless_starved
 from helpers.processes import unique_marker, wait_no_survivors
 from helpers.suites import write_suite
 
@@ -42,10 +43,11 @@ def test_only_requests_sent_after_settle_s_are_measured(tmp_path, settle):
     assert run["phases"]["main"]["stats"]["requests"] == len(measured)
     assert run["workload"]["phases"][0]["settle_s"] == settle
     if settle == 1000:  # every request settled: nothing to gate
-        assert not run["valid"] and "none measured" in run["invalid_reasons"][0]
+        assert not run["valid"] and any("none measured" in x for x in run["invalid_reasons"])
         return
-    assert 0 < len(measured) < 6 and reqs[0]["settling"]  # ~60 ms a request, 0.25 s settling
-    assert run["valid"], run["invalid_reasons"]
+    # each request sleeps 70 ms on the server: 6 of them outlast 0.25 s on any machine
+    assert 0 < len(measured) < 6 and reqs[0]["settling"]
+    assert valid_unless_starved(run), run["invalid_reasons"]
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,8 @@ a suite gating goodput must say its SLO; directions are known for each gateable 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from harness.results.metrics import GATEABLE, metric
@@ -16,18 +18,21 @@ from helpers.suites import SUITE, write_suite
 
 
 def test_slower_tokens_after_the_first_are_a_regression_named_on_itl(tmp_path):
+    # only TTFT and ITL gated: no other metric ends the rounds before ITL decides; the scripted
+    # gaps (26 ms against 20) read 1.2-1.35x with any scheduling delay under 10 ms, against 10%
     marker = unique_marker()
-    gate = "[gate]\nttft_p50_ms = 0.15\nitl_p50_ms = 0.1\ntpot_ms = 0.1\ne2e_p50_ms = 0.1"
+    gate = "[gate]\nttft_p50_ms = 0.15\nitl_p50_ms = 0.1"
     suite = write_suite(
         tmp_path, SUITE.format(extra=gate).replace("max_tokens = 4", "max_tokens = 12")
     )
     base = scripted("--ttft-ms 60 --itl-ms 20 --bare-health", model=marker)
     head = scripted("--ttft-ms 60 --itl-ms 26 --bare-health", model=marker)  # 1.3x per token
-    r = harness("ab", "--quiet", "--suite", str(suite), "--rounds", "3", "--max-rounds", "7",
+    r = harness("ab", "--quiet", "--suite", str(suite), "--rounds", "3", "--max-rounds", "9",
                 "--base-cmd", base, "--head-cmd", head,
                 cwd=tmp_path, env=outside_git(tmp_path))  # fmt: skip
     assert r.returncode == 1, r.stdout + r.stderr
-    assert "REGRESSION: itl_p50_ms 1.3" in r.stdout, r.stdout
+    said = re.search(r"^REGRESSION: itl_p50_ms (\d\.\d+)x", r.stdout, re.M)
+    assert said and 1.2 <= float(said[1]) <= 1.35, r.stdout
     ttft = next(line for line in r.stdout.splitlines() if "│ ttft_p50_ms" in line)
     assert "REGRESSION" not in ttft, ttft  # the first token did not move
 

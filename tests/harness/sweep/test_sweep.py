@@ -13,7 +13,7 @@ from harness.cli.main import main
 
 from helpers import REPO
 from helpers.arms import scripted
-from helpers.cli import harness
+from helpers.cli import harness, saved_result, valid_attempt
 from helpers.processes import unique_marker, wait_no_survivors
 from helpers.suites import write_suite
 
@@ -33,20 +33,19 @@ tok_s = 0.15
 """
 
 
-def harness_sweep(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    """`harness sweep` of the SHAPE suite into tmp_path/out."""
-    return harness(
-        "sweep",
-        "--quiet",
-        "--out-dir",
-        str(tmp_path / "out"),
-        "--suite",
-        str(write_suite(tmp_path, SHAPE)),
-        *args,
-        cwd=REPO,
-        cache=tmp_path / "cache",
-        timeout=300,
-    )
+def harness_sweep(*args: str, tmp_path: Path, suite: str = SHAPE) -> subprocess.CompletedProcess:
+    """`harness sweep` of `suite` into tmp_path/out; once more where the machine starved the
+    load client (the first try's results moved aside)."""
+    suite = write_suite(tmp_path, suite)
+
+    def attempt(n: int):
+        if n > 1:
+            (tmp_path / "out").rename(tmp_path / "starved")
+        r = harness("sweep", "--quiet", "--out-dir", str(tmp_path / "out"), "--suite", str(suite),
+                    *args, cwd=REPO, cache=tmp_path / "cache", timeout=300)  # fmt: skip
+        return r, saved_result(tmp_path / "out")
+
+    return valid_attempt(attempt)[0]
 
 
 def saturating(n: int, marker: str) -> str:
@@ -164,12 +163,10 @@ def test_rates_run_open_loop_levels_one_cold_server_each(tmp_path):
 @pytest.mark.timing  # 30 ms against a 250 ms limit against ~430 ms, on real time
 def test_find_capacity_searches_on_the_highest_levels_server_and_reports_the_bracket(tmp_path):
     limits = "\n[slo]\nttft_ms = 250\n[capacity]\nmode = 'concurrency'\nstart = 2\nmax = 8\n"
-    r = harness(
-        "sweep", "--quiet", "--out-dir", str(tmp_path / "out"),
-        "--suite", str(write_suite(tmp_path, SHAPE + limits)),
+    r = harness_sweep(
         "--serve-cmd", saturating(4, unique_marker()), "--levels", "1,2", "--requests", "4",
         "--rounds", "1", "--cold", "level", "--find-capacity",
-        cwd=REPO, cache=tmp_path / "cache", timeout=300,
+        tmp_path=tmp_path, suite=SHAPE + limits,
     )  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     result, text = result_of(tmp_path)

@@ -11,7 +11,7 @@ import pytest
 from harness.workload.suite import SuiteError, load_suite
 
 from helpers.arms import scripted
-from helpers.cli import harness, outside_git
+from helpers.cli import exit_agrees, harness, outside_git
 from helpers.processes import unique_marker
 from helpers.suites import write_suite
 
@@ -42,8 +42,9 @@ def run(tmp_path, dataset: str, seed: int, out: str, marker: str) -> dict:
     r = harness("run", "--suite", str(suite), "--quiet", "--out", f"{out}.json",
                 "--serve-cmd", scripted("--ttft-ms 2 --itl-ms 1 --bare-health", model=marker),
                 cwd=tmp_path, env=outside_git(tmp_path))  # fmt: skip
-    assert r.returncode == 0, r.stdout + r.stderr
-    return json.loads((tmp_path / f"{out}.json").read_text())["runs"][0]
+    saved = json.loads((tmp_path / f"{out}.json").read_text())
+    exit_agrees(r, saved)  # INVALID where a loaded machine starved the client
+    return saved["runs"][0]
 
 
 def test_sharegpt_and_json_lines_prompts_are_sent_as_they_are(tmp_path):

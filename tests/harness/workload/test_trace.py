@@ -1,4 +1,4 @@
-"""Trace replay: requests sent at the trace's timestamps (within 5 ms p99 at 50 requests/s
+"""Trace replay: requests sent at the trace's timestamps (within 50 ms p99 at 50 requests/s
 against a scripted server), the schedule kept per request in the run JSON, prompts sharing the
 trace's hash-id blocks, the same trace fingerprinted the same and another refused, a bad trace
 line one line and exit 2."""
@@ -14,7 +14,7 @@ import pytest
 from harness.workload.suite import SuiteError, load_suite
 
 from helpers.arms import scripted
-from helpers.cli import harness, outside_git
+from helpers.cli import client_starved, exit_agrees, harness, outside_git
 from helpers.processes import unique_marker
 from helpers.suites import write_suite
 
@@ -25,7 +25,7 @@ model = "scripted"
 name = "replay"
 arrival = "trace"
 trace = "{trace}"
-max_lateness_ms = 20
+max_lateness_ms = 50
 """
 
 
@@ -42,7 +42,7 @@ def write_trace(path, n: int, rate: float, seed: int = 1) -> None:
 def replay(tmp_path, trace: str, out: str, marker: str):
     suite = write_suite(tmp_path, SUITE.format(trace=trace), f"{out}.toml")
     return harness("run", "--suite", str(suite), "--quiet", "--out", f"{out}.json",
-                   "--serve-cmd", scripted("--ttft-ms 2 --itl-ms 1 --bare-health", model=marker),
+                   "--serve-cmd", scripted("--ttft-ms 100 --itl-ms 1 --bare-health", model=marker),
                    cwd=tmp_path, env=outside_git(tmp_path))  # fmt: skip
 
 
@@ -51,9 +51,10 @@ def test_a_trace_is_replayed_on_time_and_fingerprinted_by_its_content(tmp_path):
     marker = unique_marker()
     write_trace(tmp_path / "a.jsonl", 200, rate=50.0)
     r = replay(tmp_path, "a.jsonl", "first", marker)
-    assert r.returncode == 0, r.stdout + r.stderr
-    (run,) = json.loads((tmp_path / "first.json").read_text())["runs"]
-    assert run["valid"], run["invalid_reasons"]
+    saved = json.loads((tmp_path / "first.json").read_text())
+    exit_agrees(r, saved)
+    (run,) = saved["runs"]
+    assert run["valid"] or client_starved(saved), run["invalid_reasons"]
     reqs = sorted(run["requests"], key=lambda q: q["index"])
     assert len(reqs) == 200 and all(q["ok"] for q in reqs)
     trace = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]
@@ -63,16 +64,18 @@ def test_a_trace_is_replayed_on_time_and_fingerprinted_by_its_content(tmp_path):
     late = sorted(q["queue_ms"] for q in reqs)
     p99 = late[int(0.99 * len(late)) - 1]
     print(f"send lateness: median {late[100]:.2f} ms, p99 {p99:.2f} ms, max {late[-1]:.2f} ms")
-    assert p99 <= 5.0
+    assert p99 <= 50.0  # under 5 ms on a loaded 2-core machine; sent in turn, seconds late
+    # (at 50 a second, five requests of 100 ms are under way at once)
     assert [q["max_tokens"] for q in reqs] == [2] * 200
     assert [q["prompt_tokens"] for q in reqs[:2]] == [24, 536]
 
     again = replay(tmp_path, "a.jsonl", "second", marker)
-    assert again.returncode == 0, again.stderr
-    (run2,) = json.loads((tmp_path / "second.json").read_text())["runs"]
-    assert run2["fingerprint"] == run["fingerprint"]
+    saved = json.loads((tmp_path / "second.json").read_text())
+    exit_agrees(again, saved)
+    assert saved["runs"][0]["fingerprint"] == run["fingerprint"]
     write_trace(tmp_path / "b.jsonl", 200, rate=50.0, seed=2)
-    assert replay(tmp_path, "b.jsonl", "other", marker).returncode == 0
+    other = replay(tmp_path, "b.jsonl", "other", marker)
+    exit_agrees(other, json.loads((tmp_path / "other.json").read_text()))
     refused = harness(
         "compare", "first.json", "other.json", cwd=tmp_path, env=outside_git(tmp_path)
     )
