@@ -130,7 +130,7 @@ class ABRunner:
         moves the last look in (a round's length says nothing about the metrics, so the gate's
         alpha still holds). Whole device cycles only."""
         done = len(self.rounds)
-        fits = done + self.budget.rounds_that_fit(max(r["wall_s"] for r in self.rounds))
+        fits = done + self.budget.rounds_that_fit([r["wall_s"] for r in self.rounds])
         fits -= fits % self.block
         if fits >= min(target, self.schedule.looks[-1]):
             return target

@@ -27,9 +27,10 @@ class Budget:
     def left_s(self) -> float:
         return self.deadline - time.monotonic()
 
-    def rounds_that_fit(self, round_s: float) -> int:
-        """How many more rounds of `round_s` seconds end before the deadline."""
-        return max(0, math.floor(self.left_s() / max(round_s, 1e-3)))
+    def rounds_that_fit(self, walls: list[float]) -> int:
+        """How many more rounds end before the deadline, each as long as the slowest so far
+        (a round's length varies: planning from a fast one overruns the runner's limit)."""
+        return max(0, math.floor(self.left_s() / max(max(walls, default=0.0), 1e-3)))
 
 
 def budget_note(minutes: float, rounds: int, metrics: list[dict]) -> str:

@@ -49,10 +49,20 @@ def test_looks_fall_on_whole_blocks():
     assert Schedule.plan(1, 3, block=3).looks == (6,)  # two whole cycles at the least
 
 
+def test_the_budget_counts_from_the_process_start_builds_included(monkeypatch):
+    import psutil
+
+    started = time.time() - 120  # two minutes of builds before the budget is read
+    monkeypatch.setattr(psutil.Process, "create_time", lambda self: started)
+    left = Budget.from_start(10).left_s()
+    assert 10 * 60 * 0.95 - 120 - 30 < left <= 10 * 60 * 0.95 - 120  # 30 s: far beyond the call
+
+
 def test_the_budget_fits_rounds_and_says_what_they_could_resolve():
     budget = Budget(3, time.monotonic() + 100)
-    assert budget.rounds_that_fit(30) == 3
-    assert Budget(3, time.monotonic() - 1).rounds_that_fit(30) == 0
+    assert budget.rounds_that_fit([30]) == 3
+    assert budget.rounds_that_fit([10, 45, 20]) == 2  # as long as the slowest round, not 10
+    assert Budget(3, time.monotonic() - 1).rounds_that_fit([30]) == 0
     metrics = [
         {"name": "tpot_ms", "verdict": "INCONCLUSIVE", "detectable": 1.234, "mde": 1.3},
         {"name": "ttft_p50_ms", "verdict": "PASS", "detectable": 1.05},
