@@ -12,11 +12,17 @@ from harness.workload.suite import Phase
 
 
 def gaps(rng: random.Random, n: int, burstiness: float) -> list[float]:
-    """n gaps with mean 1: gamma(shape = burstiness, scale = 1 / burstiness), whose
-    coefficient of variation is 1 / sqrt(burstiness) (exponential at 1)."""
+    """n gaps of mean exactly 1: gamma(shape = burstiness, scale = 1 / burstiness), whose
+    coefficient of variation is 1 / sqrt(burstiness) (exponential at 1), divided by their own
+    mean. So n + 1 arrivals span n / rate: the phase offers the rate it is labelled with, not
+    a sample's (16 req/s drew 13.2 once). Exponential gaps over their sum are the spacings of
+    a Poisson process given its count: the arrivals stay Poisson."""
     if burstiness == 1.0:
-        return [rng.expovariate(1.0) for _ in range(n)]
-    return [rng.gammavariate(burstiness, 1.0 / burstiness) for _ in range(n)]
+        drawn = [rng.expovariate(1.0) for _ in range(n)]
+    else:
+        drawn = [rng.gammavariate(burstiness, 1.0 / burstiness) for _ in range(n)]
+    mean = sum(drawn) / n if n else 1.0
+    return [g / mean for g in drawn]
 
 
 def ramp_span(phase: Phase) -> float:
@@ -62,9 +68,15 @@ def arrival_offsets(phase: Phase) -> list[float] | None:
         return [0.0] * phase.requests
     if phase.arrival == "trace":
         return phase.trace.offsets(phase.time_scale)
-    unit = gaps(random.Random(phase.seed), phase.requests, phase.burstiness)
+    unit = gaps(random.Random(phase.seed), phase.requests - 1, phase.burstiness)
     work, out = 0.0, []
-    for gap in unit:
+    for gap in [*unit, 0.0]:  # the first due at once, each later one a gap after
         out.append(ramp_time(phase, work) if phase.ramp else work / phase.rate)
         work += gap
     return out
+
+
+def offered_rate(offsets: list[float]) -> float | None:
+    """The requests/s a schedule offers: its arrivals after the first over their span."""
+    span = offsets[-1] - offsets[0] if offsets else 0.0
+    return (len(offsets) - 1) / span if span > 0 else None

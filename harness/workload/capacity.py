@@ -89,8 +89,10 @@ def next_level(plan: CapacityPlan, tried: list[Tried]) -> float | None:
 
 def capacity_summary(plan: CapacityPlan, tried: list[Tried]) -> dict:
     """What a run keeps of its search: every level tried (in order), the bracket, and
-    `capacity_req_s`: the requests/s served at the highest level that met the SLO."""
+    `capacity_req_s` at the highest level that met the SLO: in rate mode the rate it offered
+    (a level offers exactly its rate, load/arrivals.py), in closed loop the requests/s served."""
     low, high = bracket(plan, tried)
+    capacity = (low.level if plan.mode == "rate" else low.req_s) if low else None
     return {
         "mode": plan.mode,
         "attainment": plan.attainment,
@@ -105,5 +107,5 @@ def capacity_summary(plan: CapacityPlan, tried: list[Tried]) -> dict:
         ],  # fmt: skip
         "met_level": low.level if low else None,
         "missed_level": high.level if high else None,
-        "capacity_req_s": low.req_s if low else None,
+        "capacity_req_s": capacity,
     }

@@ -35,7 +35,10 @@ def test_a_rate_search_doubles_then_bisects_to_the_precision():
     summary = capacity_summary(plan, [Tried(v, 1.0 if v <= 37 else 0.0, v * 10) for v in levels])
     low, high = summary["met_level"], summary["missed_level"]
     assert low <= 37 < high and high <= low * 1.10
-    assert summary["capacity_req_s"] == low * 10  # what it served at the highest level met
+    assert summary["capacity_req_s"] == low  # the rate offered at the highest level met
+    closed = CapacityPlan("concurrency", start=1, most=64)
+    found = capacity_summary(closed, [Tried(4, 1.0, 39.5), Tried(8, 0.5, 41.0)])
+    assert found["capacity_req_s"] == 39.5  # closed loop: what it served there
 
 
 def test_a_concurrency_search_ends_on_neighbouring_whole_levels():
