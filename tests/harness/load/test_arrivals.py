@@ -9,7 +9,7 @@ import statistics
 
 import pytest
 
-from harness.load.arrivals import arrival_offsets, ramp_span, rate_at
+from harness.load.arrivals import arrival_offsets, offered_rate, ramp_span, rate_at
 from harness.workload.suite import Phase, SuiteError, load_suite
 
 from helpers.cli import harness, outside_git
@@ -26,6 +26,16 @@ def test_gamma_gaps_keep_their_coefficient_of_variation(burstiness):
     print(f"burstiness {burstiness}: CV {cv:.3f} (target {target:.3f})")
     assert abs(cv - target) <= 0.10 * target
     assert abs(statistics.fmean(gaps) - 1 / 20) <= 0.1 / 20  # the rate holds
+
+
+@pytest.mark.parametrize("rate,requests,seed", [(16.0, 128, 16000), (4.0, 16, 1), (45.25, 362, 7)])
+def test_a_rate_level_offers_exactly_the_rate_it_is_named_with(rate, requests, seed):
+    # A seeded sample of 128 arrivals once offered 13.2 req/s for a level named 16.
+    phase = Phase("p", arrival="rate", rate=rate, requests=requests, seed=seed)
+    t = arrival_offsets(phase)
+    assert t[0] == 0.0 and len(t) == requests
+    assert offered_rate(t) == pytest.approx(rate, rel=1e-9)
+    assert t[-1] == pytest.approx((requests - 1) / rate, rel=1e-9)
 
 
 @pytest.mark.parametrize("ramp", ["linear", "exponential"])
