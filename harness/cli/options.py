@@ -18,12 +18,13 @@ from harness.arms.arms import ArmError
 from harness.arms.project import RESIDENCY, find_project
 from harness.arms.worktrees import repo_root
 from harness.escape import terminal
+from harness.load.workers import STREAMS_PER_PROC, auto_procs, usable_cores
 from harness.runs.plan import ArmPlan, Context, Side, check_sides, together
 from harness.sim.costs import check_costs
 from harness.sim.simulated_run import sim_argv
 from harness.sim.workload import SimError
 from harness.stats.sequential import AUTO_MAX_ROUNDS
-from harness.workload.suite import MAX_CLIENT_PROCS, Suite
+from harness.workload.suite import AUTO, Suite, SuiteError, parse_client_procs
 
 
 class Finite(click.ParamType):
@@ -56,8 +57,23 @@ def rounds_line(looks: tuple[int, ...], extend_to: int | None) -> str:
 
 
 def client_line(suite: Suite) -> str | None:
-    """`client processes: N` when more than one fires the requests."""
+    """`client processes: N` when more than one fires the requests, or how `auto` picks."""
+    if suite.client_procs == AUTO:
+        n = auto_procs(max(p.clients for p in suite.phases), usable_cores())
+        return f"client processes: auto, {n} here" if n > 1 else None
     return f"client processes: {suite.client_procs}" if suite.client_procs > 1 else None
+
+
+class ClientProcs(click.ParamType):
+    """--client-procs: a count of processes, or `auto` (enough for the streams, up to the cores)."""
+
+    name = "N|auto"
+
+    def convert(self, value, param, ctx):
+        try:
+            return parse_client_procs(value)
+        except SuiteError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 class MaxRounds(click.ParamType):
@@ -163,12 +179,13 @@ def workload_options(command: Callable) -> Callable:
             ),
             click.option(
                 "--client-procs",
-                type=click.IntRange(1, MAX_CLIENT_PROCS),
+                type=ClientProcs(),
                 default=None,
-                metavar="N",
+                metavar="N|auto",
                 help="Fire the requests from N client processes, each with its own event loop "
-                "(the same workload: its fingerprint stays) [default: the suite's "
-                "client_procs, else 1]. A run whose client fell behind is INVALID and says so.",
+                f"(the same workload: its fingerprint stays); auto: one per {STREAMS_PER_PROC} "
+                "streams, up to the usable cores [default: the suite's client_procs, else "
+                "auto]. A run whose client fell behind is INVALID and says so.",
             ),
         )  # fmt: skip
     ):

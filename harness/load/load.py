@@ -17,14 +17,14 @@ from harness.load.baton import Baton, turn
 from harness.load.cancels import cancelled
 from harness.load.prompts import Prompt
 from harness.load.record import RequestRecord
-from harness.load.stream import Stream, error_text
+from harness.load.stream import Stream, ended, error_text, parse
 from harness.workload.suite import Phase
 
 if TYPE_CHECKING:
     from harness.load.workers import ClientWorkers
 
 READ_BUFSIZE = 10 * 1024 * 1024  # one SSE line must fit; a small buffer also costs reads
-FAILED_FINISH = ("error", "cancelled")  # a stream the server ended this way did not complete
+RAW_BACKLOG_BYTES = 64 << 20  # raw reads held for parsing after the phase; beyond, parsed now
 
 
 def make_session(
@@ -71,10 +71,13 @@ class LoadDriver:
         t0: float,
         baton: tuple[Baton, str] | None = None,  # shared with arms measured at once, our name
         workers: ClientWorkers | None = None,  # client processes that fire the requests
+        raw_to_parent: bool = False,  # a client worker: the run's process parses its reads
     ) -> None:
         self.session, self.base, self.model, self.t0 = session, base, model, t0
         self.baton, self.arm = baton or (None, "")
-        self.workers = workers
+        self.workers, self.raw_to_parent = workers, raw_to_parent
+        self.unparsed: list[RequestRecord] = []  # streams read raw, parsed after the phase
+        self.unparsed_bytes = 0
         self.stop = asyncio.Event()  # set when the server is gone: unsent requests are skipped
         self.paused: dict[str, float] = {}  # per phase: seconds between its bursts spent waiting
 
@@ -162,11 +165,22 @@ class LoadDriver:
                 else:
                     if offsets is None:
                         rec.arrival = self.now()
-                    await self.request(phase, prompts[i].text, rec, left, cancel=i in dropped)
+                    await self.request(phase, prompts[i].text, rec, left, cancel=i in dropped,
+                                       later=True)  # fmt: skip
             on_done(rec)
             return rec
 
-        return list(await asyncio.gather(*(one(i) for i in units)))
+        try:
+            return list(await asyncio.gather(*(one(i) for i in units)))
+        finally:
+            self.parse_unparsed()
+
+    def parse_unparsed(self) -> None:
+        """Parse the streams read raw (off the reading path: after the phase, or once their
+        bytes pass RAW_BACKLOG_BYTES)."""
+        for rec in self.unparsed:
+            finish(rec)
+        self.unparsed, self.unparsed_bytes = [], 0
 
     async def _conversations(
         self,
@@ -220,8 +234,9 @@ class LoadDriver:
         return [rec for conv in done for rec in conv]
 
     async def _sleep_until(self, due: float) -> None:
-        delay = due - self.now()
-        if delay > 0:
+        """Until `due` or the server is gone; never early (libuv's timers round to the
+        millisecond, so a wait may end up to one before its time: the rest is waited too)."""
+        while (delay := due - self.now()) > 0 and not self.stop.is_set():
             with suppress(TimeoutError):
                 await asyncio.wait_for(self.stop.wait(), delay)
 
@@ -233,11 +248,13 @@ class LoadDriver:
         left_s: float = float("inf"),
         answer: list[str] | None = None,
         cancel: bool = False,
+        later: bool = False,
     ) -> None:
         """Stream one request into `rec`, within its deadline and what is left of the phase's;
         any failure is recorded on it, never raised. `answer`, when given, collects the text.
         With `cancel`, the client drops it as the phase says (cancels.py): the connection is
-        closed after so many tokens or so long after sending."""
+        closed after so many tokens or so long after sending. With `later`, a stream read raw
+        is parsed by `parse_unparsed` (or, in a client worker, by the run's process)."""
         path, body = request_body(phase, self.model, prompt, rec.max_tokens)
         rec.send = self.now()
         deadline = min(phase.request_deadline_s, left_s)
@@ -266,6 +283,15 @@ class LoadDriver:
         except (aiohttp.ClientError, OSError, ValueError) as exc:
             rec.error = f"{type(exc).__name__}: {exc}"[:500]
         rec.end = self.now()
+        if rec.raw is None or self.raw_to_parent:
+            return
+        if not later:
+            finish(rec)
+            return
+        self.unparsed.append(rec)
+        self.unparsed_bytes += sum(len(data) for _, data in rec.raw)
+        if self.unparsed_bytes > RAW_BACKLOG_BYTES:
+            self.parse_unparsed()
 
     async def _read_stream(
         self,
@@ -277,13 +303,17 @@ class LoadDriver:
         """Read the stream a read at a time: every event of one read is stamped with its time,
         and the k tokens a read brings after the previous token's read record k gaps of 1/k of
         the time between (docs/measurement.md): tokens that waited in the socket for a late
-        client make its ITL neither 0 nor fast. With `stop_after`, stop (cancelled) once that
-        many tokens came (0: before the first)."""
-        stream = Stream(rec, answer)
-        pending = b""
+        client make its ITL neither 0 nor fast. Where nothing needs the text as it comes, the
+        reads are only stamped and kept (`rec.raw`), and parsed after. With `stop_after`, stop
+        (cancelled) once that many tokens came (0: before the first)."""
         if stop_after == 0:
             rec.cancelled = True
             return
+        if answer is None and stop_after is None:
+            await self._read_raw(resp, rec)
+            return
+        stream = Stream(rec, answer)
+        pending = b""
         async for data in resp.content.iter_any():
             now = self.now()
             *lines, pending = (pending + data).split(b"\n")
@@ -295,13 +325,29 @@ class LoadDriver:
                 return
         if not (stream.done or rec.error) and pending.strip():
             stream.read(self.now(), [pending])
-        if rec.error:
-            return
-        if rec.finish_reason is None:  # every complete OpenAI stream ends with one
-            cut = "" if stream.done else " and no [DONE]"
-            rec.error = f"stream cut off: no finish_reason{cut}"
-        elif rec.finish_reason in FAILED_FINISH:
-            rec.error = f"stream ended with finish_reason {rec.finish_reason!r}"
+        ended(rec, stream)
+
+    async def _read_raw(self, resp: aiohttp.ClientResponse, rec: RequestRecord) -> None:
+        """What the timing needs where the bytes are read, and no more: each read's time and
+        bytes, the end at [DONE], and a cap on events against a stream that never ends (each
+        token is an event; the cap leaves room for the role, usage and finish events)."""
+        rec.raw, events, most = [], 0, 2 * rec.max_tokens + 16
+        async for data in resp.content.iter_any():
+            rec.raw.append((self.now(), data))
+            if data.rstrip().endswith(b"[DONE]"):
+                break
+            events += data.count(b"data:")
+            if events > most:
+                break
+
+
+def finish(rec: RequestRecord) -> None:
+    """Parse a stream read raw into its record. A stream cut short by a deadline, an error or
+    the client's own cancel keeps that as its outcome; its tokens are counted all the same."""
+    chunks, rec.raw = rec.raw or [], None
+    failed, rec.error = rec.error, ""
+    parse(rec, chunks, complete=not (failed or rec.cancelled))
+    rec.error = failed or rec.error
 
 
 DEADLINE = "deadline"

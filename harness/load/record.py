@@ -17,6 +17,7 @@ class RequestRecord:
     first_token: float | None = None  # first SSE chunk with non-empty generated text
     end: float | None = None  # the stream's end ([DONE], or the error)
     itl_s: list[float] = field(default_factory=list)  # gaps between content chunks
+    reads: list[tuple[float, int]] = field(default_factory=list)  # (time, tokens) per read
     output_tokens: int | None = None  # the server's usage.completion_tokens
     client_tokens: int = 0  # content chunks the client counted
     usage_prompt_tokens: int | None = None
@@ -30,6 +31,7 @@ class RequestRecord:
     cancelled: bool = False  # the client dropped it by design (a phase's cancel_share)
     output_sha256: str | None = None  # of the text streamed (UTF-8), to compare outputs
     settling: bool = False  # sent within the phase's settle_s: run and kept, not measured
+    raw: list[tuple[float, bytes]] | None = None  # (time, bytes) per read, until parsed; not kept
 
     @property
     def ok(self) -> bool:
@@ -70,7 +72,7 @@ class RequestRecord:
     def as_dict(self) -> dict:
         """Timestamps in seconds since the run's start; durations in milliseconds."""
         out = asdict(self)
-        del out["itl_s"]
+        del out["itl_s"], out["raw"]
         for key in ("arrival", "send", "first_token", "end"):
             out[key] = _round(out[key], 6)
         out |= {
@@ -80,15 +82,17 @@ class RequestRecord:
             "e2e_ms": _ms(self.e2e_s),
             "tpot_ms": _ms(self.tpot_s),
             "itl_ms": [_ms(g) for g in self.itl_s],
+            "reads": [[_round(t, 6), k] for t, k in self.reads],
             "token_mismatch": self.token_mismatch,
         }
         return out
 
     @classmethod
     def from_dict(cls, data: dict) -> RequestRecord:
-        names = set(cls.__dataclass_fields__) - {"itl_s"}
+        names = set(cls.__dataclass_fields__) - {"itl_s", "reads", "raw"}
         rec = cls(**{k: v for k, v in data.items() if k in names})
         rec.itl_s = [g / 1e3 for g in data.get("itl_ms", [])]
+        rec.reads = [(t, k) for t, k in data.get("reads", [])]
         return rec
 
 

@@ -1,5 +1,7 @@
-"""One streamed OpenAI response, read a read at a time: its SSE events parsed into the request's
-record (tokens, their read times and gaps, usage, finish reason, errors)."""
+"""One streamed OpenAI response: its SSE events parsed into the request's record (tokens, the
+time and token count of each read, their gaps, usage, finish reason, errors), a read at a time
+as they come, or after the stream from the reads kept raw (`parse`: the reading loop only
+stamps and keeps the bytes, so it is free for the other streams' reads)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import json
 from harness.load.record import RequestRecord
 
 OVER_LONG = "stream too long"
+FAILED_FINISH = ("error", "cancelled")  # a stream the server ended this way did not complete
 
 
 class StreamError(ValueError):
@@ -60,11 +63,44 @@ class Stream:
         rec.output_sha256 = self.text.hexdigest()
         if tokens > 1:
             rec.coalesced += tokens
+        rec.reads.append((now, tokens))
         if self.last is None:
             rec.first_token = now  # the tokens that came with the first one have no gap
         else:
             rec.itl_s.extend([(now - self.last) / tokens] * tokens)
         self.last = now
+
+
+def parse(rec: RequestRecord, chunks: list[tuple[float, bytes]], complete: bool = True) -> None:
+    """The record of a stream from its reads (time, bytes) as they came: each event stamped
+    with the time of the read that completed its line, as if parsed then. `complete`: read to
+    its end (else cut short on purpose or by a failure already recorded)."""
+    stream, pending = Stream(rec, None), b""
+    try:
+        for now, data in chunks:
+            *lines, pending = (pending + data).split(b"\n")
+            stream.read(now, lines)
+            if stream.done or rec.error:
+                break
+        else:
+            if pending.strip():
+                stream.read(chunks[-1][0], [pending])
+    except StreamError as exc:
+        rec.error = f"{type(exc).__name__}: {exc}"[:500]
+    if complete:
+        ended(rec, stream)
+
+
+def ended(rec: RequestRecord, stream: Stream) -> None:
+    """What the end of a read stream says: cut off before a finish_reason, or finished as a
+    failure (a stream already in error keeps its error)."""
+    if rec.error:
+        return
+    if rec.finish_reason is None:  # every complete OpenAI stream ends with one
+        cut = "" if stream.done else " and no [DONE]"
+        rec.error = f"stream cut off: no finish_reason{cut}"
+    elif rec.finish_reason in FAILED_FINISH:
+        rec.error = f"stream ended with finish_reason {rec.finish_reason!r}"
 
 
 def _usage(rec: RequestRecord, usage: dict) -> None:

@@ -8,17 +8,32 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 
+from harness.load import event_loop
 from harness.load.client_check import LagProbe
 from harness.load.frozen_gc import frozen_gc
-from harness.load.load import LoadDriver, make_session
+from harness.load.load import LoadDriver, finish, make_session
 from harness.load.prompts import Prompt
 from harness.load.record import RequestRecord
 from harness.workload.suite import Phase
+
+STREAMS_PER_PROC = 32  # what one process reads on time (docs/measurement.md, dated)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity), else the machine's."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def auto_procs(streams: int, cores: int | None) -> int:
+    """`client_procs = "auto"`: a process per STREAMS_PER_PROC streams, at most one per
+    usable core (at least one)."""
+    return max(1, min(-(-streams // STREAMS_PER_PROC), cores or 1))
 
 
 def split(units: list[int], clients: int, n: int) -> list[tuple[list[int], int]]:
@@ -67,6 +82,8 @@ class ClientWorkers:
             while ended < len(shares):
                 kind, payload = await inbox.get()
                 if kind == "done":
+                    if payload.raw is not None:  # read raw there, parsed here: off its loop
+                        finish(payload)
                     records.append(payload)
                     on_done(payload)
                 elif kind == "end":
@@ -141,7 +158,7 @@ async def _stop_when(stop: asyncio.Event, conns: list) -> None:
 def work(conn, base: str, model: str, t0: float, clients: int, api_key: str) -> None:
     """A worker process: fire each share it is sent, sending back each record as it ends and
     its lag probe at the end; `None` ends it."""
-    asyncio.run(_work(conn, base, model, t0, clients, api_key))
+    event_loop.run(_work(conn, base, model, t0, clients, api_key))
 
 
 async def _work(conn, base: str, model: str, t0: float, clients: int, api_key: str) -> None:
@@ -160,7 +177,7 @@ async def _work(conn, base: str, model: str, t0: float, clients: int, api_key: s
 
     threading.Thread(target=receive, daemon=True).start()
     async with make_session(clients, api_key=api_key) as session:
-        driver = LoadDriver(session, base, model, t0)
+        driver = LoadDriver(session, base, model, t0, raw_to_parent=True)
         while (msg := await inbox.get()) is not None:
             if msg[0] != "fire":
                 continue
@@ -174,7 +191,7 @@ async def _work(conn, base: str, model: str, t0: float, clients: int, api_key: s
                                   lambda r: conn.send(("done", r)), clients)  # fmt: skip
                 probe.stop()
             listening.cancel()
-            conn.send(("end", (probe.lags_ms, probe.cpu_s, probe.wall_s)))
+            conn.send(("end", probe.payload()))
 
 
 async def _listen(inbox: asyncio.Queue, driver: LoadDriver) -> None:

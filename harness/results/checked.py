@@ -121,7 +121,8 @@ def check(value: object, spec: object, where: str) -> None:
 REQUEST = {
     "phase": "str", "index": "count", "prompt_tokens": "count", "max_tokens": "count",
     "arrival": "num", "send": "num", "first_token": Opt("num"), "end": Opt("num"),
-    "itl_ms": List("num"), "output_tokens": Opt("count"), "client_tokens": "count",
+    "itl_ms": List("num"), "reads": List(List("num")), "output_tokens": Opt("count"),
+    "client_tokens": "count",
     "usage_prompt_tokens": Opt("count"), "status": "count", "error": Opt("str"),
     "finish_reason": Opt("str"), "response_id": Opt("str"), "turn": "count",
     "cached_tokens": Opt("count"), "ttft_ms": Opt("num"), "e2e_ms": Opt("num"),

@@ -3,7 +3,6 @@ that docs/run-json.md describes). `harness run` and `harness ab` both call it.""
 
 from __future__ import annotations
 
-import asyncio
 import random
 import time
 from collections.abc import Callable
@@ -16,6 +15,8 @@ import psutil
 
 from harness.arms.arms import REPO_ROOT, Arm
 from harness.arms.launcher import Launcher, LaunchError, Server, log_tail, wait_ready
+from harness.load import event_loop
+from harness.load.arrivals import arrival_offsets, offered_rate
 from harness.load.baton import Baton
 from harness.load.counters import MetricsEndpoint
 from harness.load.gauges import GaugeWatch
@@ -31,14 +32,14 @@ from harness.load.prompts import (
     build_trace_prompts,
     dataset_prompts,
 )
-from harness.load.workers import client_workers
+from harness.load.workers import auto_procs, client_workers, usable_cores
 from harness.results.store import schema
 from harness.runs.machine import git_commit, harness_version, machine_facts
 from harness.runs.validity import judge
 from harness.workload.capacity import Tried, attained, capacity_summary, next_level
 from harness.workload.fingerprint import fingerprint, prompts_digest, workload
 from harness.workload.levels import level_phase
-from harness.workload.suite import Phase, Suite
+from harness.workload.suite import OPEN_LOOP, Phase, Suite
 
 SCHEMA = schema("run")
 LEVEL_STATS = ("requests", "ok", "ttft_p95_ms", "tpot_ms", "e2e_p95_ms", "goodput_req_s")
@@ -121,7 +122,7 @@ def run_arm(
             if launcher:  # its tree's high-water mark before any phase resets it: loading's
                 startup_peak = read_hwm(sampler.tree())
         drive = _drive(suite, arm, server, sampler, launcher, progress, t0, baton)
-        phases, warmup, extras = asyncio.run(drive)
+        phases, warmup, extras = event_loop.run(drive)
     finally:
         if baton:  # no teardown of ours inside another arm's measured burst
             baton[0].finish(baton[1])
@@ -135,7 +136,7 @@ def run_arm(
     records = [r for p in phases for r in p.records]
     memory = [p.memory for p in phases]
     rates = {p.name: p.max_error_rate for p in suite.phases}
-    late = {p.name: p.max_lateness_ms for p in suite.phases if p.trace is not None}
+    late = {p.name: p.max_lateness_ms for p in suite.phases if p.arrival in OPEN_LOOP}
     valid, reasons = judge(phases, extras.get("error"), exit_code if crashed else None, rates, late)
     lengths = [(p, draw_lengths(p)) for p in suite.phases]
     facts = workload(suite.name, lengths, extras.get("prompts_sha256"), suite.slo)
@@ -228,8 +229,8 @@ async def _drive(
         model = await served_model(session, server.url, arm.model)
         counter = TokenCounter(session, server.url, model)
         extras = {"served_model": model, "tokenizer": await counter.detect()}
-        with client_workers(suite.client_procs, server.url, model, t0, clients,
-                            arm.api_key) as workers:  # fmt: skip
+        procs = suite.client_procs or auto_procs(clients, usable_cores())
+        with client_workers(procs, server.url, model, t0, clients, arm.api_key) as workers:
             driver = LoadDriver(session, server.url, model, t0, baton, workers)
             metrics = MetricsEndpoint(session, server.url)
             gauges = GaugeWatch(metrics, arm.gauges, arm.gauge_scale) if arm.gauges else None
@@ -278,7 +279,9 @@ async def _find_capacity(probes: Probes, suite: Suite, counter: TokenCounter, pr
         result = await run_phase(probes, phase, prompts, progress, measured=False)
         got = latency_stats(result.measured, suite.slo, {phase.name: result.paused_s})
         tried.append(Tried(level, attained(got), got["req_s"]))
-        stats.append({k: got.get(k) for k in LEVEL_STATS})
+        offsets = arrival_offsets(phase)  # a rate level offers what it is labelled with
+        offered = offered_rate(offsets) if offsets else None
+        stats.append({k: got.get(k) for k in LEVEL_STATS} | {"offered_req_s": offered})
     found = capacity_summary(plan, tried)
     for level, kept in zip(found["levels"], stats, strict=True):
         level |= kept

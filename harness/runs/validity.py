@@ -18,8 +18,9 @@ def judge(
 ) -> tuple[bool, list[str]]:
     """Return (valid, reasons); each reason is one line a person can act on. A phase may
     lose up to its suite's `max_error_rate` of requests (default half) and stay valid, but not
-    one to a deadline or to a stream longer than its max_tokens. A replayed trace whose sends
-    fell behind its schedule by more than `max_lateness_ms` (p99) is not the trace."""
+    one to a deadline or to a stream longer than its max_tokens. An open loop (a rate, a trace)
+    whose sends fell behind their schedule by more than `max_lateness_ms` (p99) did not offer
+    the load it names."""
     reasons = []
     if exit_code is not None:
         where = f" during phase {phases[-1].name!r}" if phases else ""
@@ -47,9 +48,9 @@ def judge(
             p99 = late[min(len(late) - 1, int(0.99 * len(late)))]
             if p99 > bound:
                 reasons.append(
-                    f"phase {phase.name!r}: the replay fell behind its trace: p99 send lateness "
-                    f"{p99:.1f} ms > {bound:g} ms (max_lateness_ms); more clients or a slower "
-                    "time_scale"
+                    f"phase {phase.name!r}: the client fell behind its schedule: p99 send "
+                    f"lateness {p99:.1f} ms > {bound:g} ms (max_lateness_ms), so the load it "
+                    "names was not offered; more clients, more client processes or a lower rate"
                 )
         if phase.records and not phase.measured:
             reasons.append(

@@ -15,7 +15,7 @@ MAX_TOML_BYTES = 4 * 2**20  # a suite or a servegate.toml is a few KB
 
 SUITE = {
     "name": str, "description": str, "model": str, "flags": (str, ARRAY, TABLE), "warmup": TABLE,
-    "phase": ARRAY, "gate": TABLE, "slo": TABLE, "client_procs": int, "capacity": TABLE,
+    "phase": ARRAY, "gate": TABLE, "slo": TABLE, "client_procs": (int, str), "capacity": TABLE,
 }  # fmt: skip
 PHASE = {
     "name": str, "arrival": str, "clients": int, "requests": int, "rate": NUMBER, "seed": int,

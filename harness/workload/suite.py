@@ -19,6 +19,8 @@ from harness.workload.trace import Trace, TraceError, read_trace
 
 SUITES_DIR = shipped_dir("suites")
 ARRIVALS = ("burst", "concurrency", "rate", "trace")
+OPEN_LOOP = ("rate", "trace")  # arrivals on a schedule, not when an answer ends
+MAX_OPEN_SLOTS = 256  # an open loop's client slots when the suite gives none
 RAMPS = ("", "linear", "exponential")
 ENDPOINTS = ("completions", "chat")
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,79}")
@@ -63,7 +65,7 @@ class PromptLength:
 class Phase:
     name: str
     arrival: str = "concurrency"
-    clients: int = 1
+    clients: int | None = None  # requests out at once; unset: 1, or in an open loop every one
     requests: int = 1
     rate: float | None = None
     seed: int = 0
@@ -83,7 +85,7 @@ class Phase:
     ramp_to: float | None = None  # the rate (requests/s) a ramp ends at
     trace: Trace | None = None  # trace arrival: the requests to replay, at their timestamps
     time_scale: float = 1.0  # trace arrival: 0.5 replays twice as fast
-    max_lateness_ms: float = 50.0  # trace arrival: a p99 send lateness above this is INVALID
+    max_lateness_ms: float = 50.0  # open loop: a p99 send lateness above this is INVALID
     dataset: Dataset | None = None  # prompts (and output lengths) sampled from a local file
     turns: int = 1  # > 1: each of `requests` is a conversation of this many chat turns
     think_time_s: float = 0.0  # between a conversation's answer and its next user message
@@ -95,6 +97,9 @@ class Phase:
 
     def __post_init__(self) -> None:
         where = f"phase {self.name!r}"
+        if self.clients is None:  # an open loop sends each request when due: a slot for each
+            slots = min(self.requests, MAX_OPEN_SLOTS) if self.arrival in OPEN_LOOP else 1
+            object.__setattr__(self, "clients", slots)
         if self.arrival not in ARRIVALS:
             raise SuiteError(f"{where}: arrival must be one of {', '.join(ARRIVALS)}")
         if self.endpoint not in ENDPOINTS:
@@ -207,7 +212,7 @@ class Suite:
     gate: dict[str, float] = field(default_factory=dict)
     memory_slack_bytes: int = DEFAULT_MEMORY_SLACK
     slo: dict[str, float] = field(default_factory=dict)  # per-request limits goodput counts
-    client_procs: int = 1  # processes that fire the requests (load/workers.py); not workload
+    client_procs: int = 0  # processes firing the requests (load/workers.py; 0: auto); not workload
     capacity: CapacityPlan | None = None  # [capacity]: after the phases, search the highest load
 
     def flags_for(self, server: str) -> str:
@@ -217,6 +222,7 @@ class Suite:
 
 OVERRIDES = ("clients", "requests", "prompt_tokens", "max_tokens", "rate", "client_procs")
 MAX_CLIENT_PROCS = 64
+AUTO = 0  # client_procs = "auto": load/workers.py auto_procs picks from the streams and cores
 
 
 def override(suite: Suite, **given: int | float | None) -> Suite:
@@ -229,7 +235,7 @@ def override(suite: Suite, **given: int | float | None) -> Suite:
     if unknown := set(changes) - set(OVERRIDES):
         raise SuiteError(f"cannot override {', '.join(sorted(unknown))}")
     if "client_procs" in changes:  # how the load is fired, not what it is
-        suite = replace(suite, client_procs=_client_procs(changes.pop("client_procs")))
+        suite = replace(suite, client_procs=parse_client_procs(changes.pop("client_procs")))
     if not changes:
         return suite
     steps = {k: {k: v} for k, v in changes.items()}  # applied in turn: an error names its own
@@ -237,8 +243,10 @@ def override(suite: Suite, **given: int | float | None) -> Suite:
         steps["prompt_tokens"] = {
             "prompt_tokens": PromptLength(value=int(changes["prompt_tokens"]))
         }
-    if "rate" in steps:
-        steps["rate"] |= {"arrival": "rate", "bursts": 1}
+    if "rate" in steps:  # an open loop: a slot for each request unless --clients says
+        steps["rate"] |= {"arrival": "rate", "bursts": 1} | (
+            {} if "clients" in steps else {"clients": None}
+        )
     phases = []
     for phase in suite.phases:
         for key, step in steps.items():
@@ -335,7 +343,7 @@ def parse_suite(data: dict, path: Path) -> Suite:
         gate={k: float(v) for k, v in gate.items()},
         memory_slack_bytes=int(slack * 2**20),
         slo={k: float(v) for k, v in slo.items()},
-        client_procs=_client_procs(data.get("client_procs", 1)),
+        client_procs=parse_client_procs(data.get("client_procs", "auto")),
         capacity=capacity,
     )
 
@@ -353,10 +361,15 @@ def _capacity(table: dict | None, slo: dict) -> CapacityPlan | None:
         raise SuiteError(str(exc)) from None
 
 
-def _client_procs(n: object) -> int:
+def parse_client_procs(n: object) -> int:
+    """A count of client processes, or "auto" (AUTO)."""
+    if isinstance(n, str) and n.strip().lower() == "auto":
+        return AUTO
+    if isinstance(n, str) and n.strip().isdigit():
+        n = int(n)
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_CLIENT_PROCS:
-        raise SuiteError(f"client_procs must be a whole number from 1 to {MAX_CLIENT_PROCS}, "
-                         f"got {n!r}")  # fmt: skip
+        raise SuiteError(f'client_procs must be a whole number from 1 to {MAX_CLIENT_PROCS} or '
+                         f'"auto", got {n!r}')  # fmt: skip
     return n
 
 
@@ -408,7 +421,6 @@ def _phase(raw: object, default_name: str, here: Path = Path(".")) -> Phase:
             raise SuiteError(f"{where}: {exc}") from None
         args.setdefault("requests", len(args["trace"].requests))
         args.setdefault("max_tokens", max(r.output_length for r in args["trace"].requests))
-        args.setdefault("clients", min(len(args["trace"].requests), 256))  # open loop: no wait
     if "dataset" in args:
         try:
             args["dataset"] = read_dataset(here / args["dataset"])

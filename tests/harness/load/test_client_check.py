@@ -12,9 +12,17 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from harness.load.client_check import LagProbe, client_fell_behind, client_summary, lag_bound_ms
+from harness.load.client_check import (
+    LagProbe,
+    client_fell_behind,
+    client_summary,
+    lag_bound_ms,
+    read_lag_ms,
+)
 from harness.load.load import LoadDriver, make_session
+from harness.load.phase import PhaseResult
 from harness.load.record import RequestRecord
+from harness.runs.validity import judge
 from harness.workload.suite import Phase
 
 
@@ -32,21 +40,55 @@ def test_a_blocked_loop_is_seen_as_lag():
     probe = asyncio.run(main())
     summary = client_summary([probe], tokens=10, coalesced=4)
     assert summary["lag_max_ms"] >= 55 and summary["wakeups"] >= 3
+    # 180 ms of 60 ms stalls in ~0.25 s: a read arriving then waited ~18 ms at the median,
+    # though most wake-ups (the quick ones between) were on time
+    assert summary["late_share"] > 0.5 and summary["read_lag_p50_ms"] > 10
+    assert summary["lag_p50_ms"] < summary["read_lag_p50_ms"]
     assert summary["coalesced_share"] == 0.4
     assert summary["cpu_share"] < 0.5  # time.sleep costs the thread no CPU
+
+
+def test_the_read_lag_is_weighted_by_time_not_by_wake_up():
+    # one 150 ms stall in a 200 ms window: half the window a read waits more than 50 ms
+    assert read_lag_ms([150.0], 200.0, 0.5) == 50.0
+    assert read_lag_ms([100.0], 200.0, 0.5) == 0.0  # behind exactly half the time
+    # a hundred on-time wake-ups do not hide one long stall (a median of wake-ups would)
+    lags = [0.05] * 100 + [300.0]
+    assert sorted(lags)[len(lags) // 2] == 0.05
+    assert read_lag_ms(lags, 400.0, 0.5) == 100.0  # 300 ms, of which 100 past the window's half
+    assert read_lag_ms([0.1] * 1000, 1100.0, 0.5) == 0.0  # a free loop: late 9% of the time
+    # p95: the window's last 5% of read lags, from the same stalls
+    assert read_lag_ms([40.0, 30.0], 100.0, 0.95) == pytest.approx(35.0)  # 5 ms of 100 past it
+    assert read_lag_ms([40.0, 30.0], 100.0, 0.5) == pytest.approx(10.0)  # (70 - 50) / 2
+    assert read_lag_ms([], 100.0, 0.5) == 0.0
 
 
 def test_the_bound_follows_the_token_gap_above_a_floor():
     assert lag_bound_ms(None) == lag_bound_ms(1.0) == 5.0
     assert lag_bound_ms(80.0) == 20.0
-    quiet = {"lag_p50_ms": 0.2, "lag_p95_ms": 30.0, "cpu_share": 0.1}  # preempted a few times
-    behind = {"lag_p50_ms": 15.9, "lag_p95_ms": 40.0, "cpu_share": 0.97}
+    quiet = {"read_lag_p50_ms": 0.0, "late_share": 0.1, "cpu_share": 0.1}  # preempted a few times
+    edge = {"read_lag_p50_ms": 5.0, "late_share": 0.52}
+    behind = {"read_lag_p50_ms": 15.9, "late_share": 0.8, "cpu_share": 0.97}
     assert client_fell_behind("main", quiet, 1.0) is None
+    assert client_fell_behind("main", edge, 1.0) is None  # at the bound, not past it
+    assert client_fell_behind("main", edge | {"read_lag_p50_ms": 5.01}, 1.0) is not None
     assert client_fell_behind("main", {}, 1.0) is None  # a simulated run measures no client
     line = client_fell_behind("main", behind, 1.0)
-    assert line.startswith("phase 'main': the client fell behind: its event loop woke 15.9 ms late")
-    assert "bound is 5.0 ms" in line and "busy 97%" in line and "more client processes" in line
+    assert line.startswith("phase 'main': the client fell behind: a token waited 15.9 ms")
+    assert "bound is 5.0 ms" in line and "behind 80% of the phase" in line
+    assert "busy 97%" in line and "more client processes (--client-procs auto)" in line
     assert client_fell_behind("main", behind, 80.0) is None  # 16 ms of 80 ms gaps
+
+
+def test_a_client_that_fell_behind_makes_the_run_invalid():
+    served = dict(status=200, finish_reason="length", client_tokens=4, first_token=0.1, end=0.2)
+    records = [RequestRecord("main", 0, 8, 4, itl_s=[0.001] * 3, **served)]
+    phase = PhaseResult("main", records, (0.0, 1.0))
+    phase.client = {"read_lag_p50_ms": 5.5, "late_share": 0.6, "cpu_share": 0.99}
+    valid, reasons = judge([phase], None, None)
+    assert not valid and reasons == [client_fell_behind("main", phase.client, 1.0)]
+    phase.client["read_lag_p50_ms"] = 4.9
+    assert judge([phase], None, None) == (True, [])
 
 
 def chunk(text: str | None, finish: str | None = None) -> bytes:

@@ -1,11 +1,20 @@
-"""When a run is valid evidence: crashes, prompt failures, error rates and expectations."""
+"""When a run is valid evidence: crashes, prompt failures, error rates, expectations, and an
+open loop that kept its schedule."""
 
 from __future__ import annotations
 
+from harness.arms.arms import make_arm
 from harness.load.phase import PhaseResult
 from harness.load.record import RequestRecord
+from harness.runs.measure import run_arm
 from harness.runs.validity import judge
 from harness.workload.expect import ExpectOutcome, parse_rule
+from harness.workload.suite import load_suite
+
+from helpers.arms import scripted
+from helpers.cli import valid_unless_starved
+from helpers.processes import unique_marker, wait_no_survivors
+from helpers.suites import write_suite
 
 
 def phase(name: str, failed: int, total: int, expect=()) -> PhaseResult:
@@ -48,3 +57,34 @@ def test_crash_prompt_failure_and_expectations_are_all_reported():
 
 def test_nothing_ran_is_invalid():
     assert judge([], None, None) == (False, ["no phase ran"])
+
+
+RATE = """
+model = "scripted"
+[[phase]]
+name = "main"
+arrival = "rate"
+rate = 20
+requests = 12
+prompt_tokens = 8
+max_tokens = 2
+{clients}
+"""
+
+
+def test_an_open_loop_that_cannot_keep_its_rate_is_invalid_naming_the_client(tmp_path):
+    # 20 req/s against 300 ms requests: one slot serves 3 a second, so sends fall seconds
+    # behind their due times; with a slot for each (the default) every one goes out when due
+    marker = unique_marker()
+    arm = make_arm(marker, serve_cmd=scripted("--ttft-ms 300", model=marker))
+    one = load_suite(str(write_suite(tmp_path, RATE.format(clients="clients = 1"), "one.toml")))
+    run = run_arm(one, arm, tmp_path / "one.log")
+    assert not run["valid"]
+    (late,) = [why for why in run["invalid_reasons"] if "schedule" in why]
+    assert late.startswith("phase 'main': the client fell behind its schedule: p99 send lateness")
+    assert "max_lateness_ms" in late and "more clients" in late
+    slots = load_suite(str(write_suite(tmp_path, RATE.format(clients=""), "slots.toml")))
+    assert slots.phases[0].clients == 12
+    run = run_arm(slots, arm, tmp_path / "slots.log")
+    assert not wait_no_survivors(marker)
+    assert valid_unless_starved(run), run["invalid_reasons"]

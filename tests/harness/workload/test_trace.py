@@ -62,10 +62,13 @@ def test_a_trace_is_replayed_on_time_and_fingerprinted_by_its_content(tmp_path):
     due = [round(start + (t["timestamp"] - trace[0]["timestamp"]) / 1e3, 6) for t in trace]
     assert [q["arrival"] for q in reqs] == pytest.approx(due, abs=2e-6)  # the schedule kept
     late = sorted(q["queue_ms"] for q in reqs)
-    p99 = late[int(0.99 * len(late)) - 1]
+    p99 = late[min(len(late) - 1, int(0.99 * len(late)))]  # as the validity rule reads it
     print(f"send lateness: median {late[100]:.2f} ms, p99 {p99:.2f} ms, max {late[-1]:.2f} ms")
-    assert p99 <= 50.0  # under 5 ms on a loaded 2-core machine; sent in turn, seconds late
-    # (at 50 a second, five requests of 100 ms are under way at once)
+    # Under 5 ms on a quiet 2-core machine (at 50 a second, five requests of 100 ms are under
+    # way at once); sent in turn, seconds late. A machine that delays the sends beyond the
+    # bound makes the run INVALID, naming the client: the rule, whatever the machine did.
+    behind = [why for why in run["invalid_reasons"] if "fell behind its schedule" in why]
+    assert bool(behind) == (p99 > 50.0), (p99, run["invalid_reasons"])
     assert [q["max_tokens"] for q in reqs] == [2] * 200
     assert [q["prompt_tokens"] for q in reqs[:2]] == [24, 536]
 
