@@ -1,9 +1,9 @@
 """The client measuring itself: whether the load generator, not the server, set a phase's
 numbers. Each reading event loop reads, beside the streams, a loopback TCP connection on which
-a small writer process sends its clock every millisecond: how long each of those messages took
-to be read is a token's read lag, measured on the path a token takes (the socket, the loop,
-a task woken to read). Weighted by time, not by message (the writer is late when the machine
-is), its median is the read lag a token arriving at a random moment met. A timer on the loop
+a small writer process sends a message due every millisecond, stamped with when it was due:
+how long after that each was read is a token's read lag, measured on the path a token takes
+(the socket, the loop, a task woken to read). Its median over the phase's time is the read
+lag a token arriving at a random moment met. A timer on the loop
 also records how late it woke (the share of the phase the loop was behind); the loop thread's
 CPU time over the phase says how close to a whole core it ran; each stream counts the tokens
 that came in one read with another of its tokens (docs/measurement.md, "The client's own
@@ -12,6 +12,7 @@ check")."""
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import socket
 import struct
@@ -21,12 +22,17 @@ import time
 from dataclasses import dataclass, field
 
 PROBE_INTERVAL_S = 0.001
+# Each message carries the time it was due, and a writer woken late sends every message due
+# since: a machine too busy to run the writer on time counts against the client beside it.
 WRITER = """import socket, struct, sys, time
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+every, due = float(sys.argv[2]), time.perf_counter()
 while True:  # until the reader is gone: then send fails and this ends
-    s.send(struct.pack("<d", time.perf_counter()))
-    time.sleep(float(sys.argv[2]))
+    n = int((time.perf_counter() - due) / every) + 1
+    s.sendall(b"".join(struct.pack("<d", due + k * every) for k in range(n)))
+    due += n * every
+    time.sleep(max(due - time.perf_counter(), 0.0))
 """
 LAG_FLOOR_MS = 5.0  # a median read lag this small is within any token gap worth gating
 LAG_ITL_SHARE = 0.25  # ... and beyond it, a quarter of the phase's median token gap
@@ -42,6 +48,7 @@ class LagProbe:
     cpu_s: float = 0.0
     wall_s: float = 0.0
     reads: list[tuple[float, float]] = field(default_factory=list)
+    tokens_at: list[tuple[float, int]] = field(default_factory=list)  # (when read, tokens)
     _tasks: list[asyncio.Task] = field(default_factory=list)
     _writer: subprocess.Popen | None = None
     _started: tuple[float, float] = (0.0, 0.0)
@@ -92,21 +99,24 @@ class LagProbe:
         self.wall_s, self.cpu_s = time.perf_counter() - wall0, time.thread_time() - cpu0
 
     def read_lag_ms(self, q: float) -> float:
-        """The `q` quantile of the writer's messages' read lags, each weighted by the time
-        since the one before (the time it stands for); the timer's estimate where none came."""
+        """The `q` quantile of the read lag a token met. Where the phase's token reads are
+        known, each token is weighted as one, with the mean lag of the writer's messages read
+        at the nearest moment (a client and a server sharing cores take turns: tokens pile up
+        while the client waits, so they meet its stalls more often than a moment does); else
+        each message weighted by the time since the one before; else the timer's estimate."""
         if len(self.reads) < 2:
             return read_lag_ms(self.lags_ms, self.wall_s * 1e3, q)
+        if self.tokens_at:
+            return quantile(token_lags(self.reads, self.tokens_at), q)
         ordered = sorted(self.reads)
         pairs = zip(ordered, ordered[1:], strict=False)
-        weighted = sorted((lag, sent - before) for (before, _), (sent, lag) in pairs)
-        total, acc = sum(w for _, w in weighted), 0.0
-        for lag, w in weighted:
-            acc += w
-            if acc >= q * total:
-                return lag
-        return weighted[-1][0]
+        return quantile([(lag, sent - before) for (before, _), (sent, lag) in pairs], q)
 
-    def payload(self) -> tuple:
+    def saw(self, records, t0: float) -> None:
+        """The tokens its loop read (records' `reads`, on the run's clock from `t0`)."""
+        self.tokens_at += [(t0 + t, k) for r in records for t, k in r.reads]
+
+    def payload(self) -> tuple:  # (its token reads are the run process's to add)
         """What a client worker sends back: LagProbe(*payload) is this probe."""
         return self.lags_ms, self.cpu_s, self.wall_s, self.reads
 
@@ -114,6 +124,33 @@ class LagProbe:
     def late_share(self) -> float:
         """The share of the window the loop was behind: the timer's late time over it."""
         return min(sum(self.lags_ms) / (self.wall_s * 1e3), 1.0) if self.wall_s > 0 else 0.0
+
+
+def quantile(weighted: list[tuple[float, float]], q: float) -> float:
+    """The `q` quantile of (value, weight) pairs."""
+    ordered = sorted(weighted)
+    total, acc = sum(w for _, w in ordered), 0.0
+    for value, w in ordered:
+        acc += w
+        if acc >= q * total:
+            return value
+    return ordered[-1][0]
+
+
+def token_lags(reads: list[tuple[float, float]], tokens_at: list[tuple[float, int]]):
+    """(lag, tokens) for each token read: the mean lag of the messages read in the nearest
+    read of the writer's socket (messages read at one moment share it: due + lag)."""
+    moments: dict[float, list[float]] = {}
+    for due, lag in reads:
+        moments.setdefault(round(due + lag / 1e3, 7), []).append(lag)
+    times = sorted(moments)
+    means = [sum(moments[t]) / len(moments[t]) for t in times]
+    out = []
+    for at, k in tokens_at:
+        i = bisect.bisect_left(times, at)
+        near = min((j for j in (i - 1, i) if 0 <= j < len(times)), key=lambda j: abs(times[j] - at))
+        out.append((means[near], k))
+    return out
 
 
 def read_lag_ms(lags_ms: list[float], wall_ms: float, q: float) -> float:

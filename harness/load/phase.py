@@ -129,6 +129,8 @@ async def run_phase(
     result = PhaseResult(phase.name, records, (start, end))
     result.paused_s = probes.driver.paused.get(phase.name, 0.0)
     tokens, coalesced = sum(r.client_tokens for r in records), sum(r.coalesced for r in records)
+    if pool is None:
+        probe.saw(records, probes.driver.t0)
     readers, procs = (pool.take_probes(), pool.n) if pool else ([probe], 1)
     result.client = client_summary(readers, tokens, coalesced, procs)
     if not measured:

@@ -74,20 +74,24 @@ class ClientWorkers:
         shares = split(units, phase.clients, self.n)
         for w, (share, clients) in enumerate(shares):
             self.conns[w].send(("fire", phase, prompts, share, start, phase_end, clients))
-            threading.Thread(target=_read, args=(self.conns[w], loop, inbox), daemon=True).start()
+            reader = threading.Thread(target=_read, args=(self.conns[w], w, loop, inbox))
+            reader.daemon = True
+            reader.start()
         stopping = asyncio.ensure_future(_stop_when(stop, self.conns[: len(shares)]))
         records: list[RequestRecord] = []
+        read_by: dict[int, list[tuple[float, int]]] = {}  # each worker's token reads
         ended = 0
         try:
             while ended < len(shares):
-                kind, payload = await inbox.get()
+                kind, payload, w = await inbox.get()
                 if kind == "done":
                     if payload.raw is not None:  # read raw there, parsed here: off its loop
                         finish(payload)
                     records.append(payload)
+                    read_by.setdefault(w, []).extend((self.t0 + t, k) for t, k in payload.reads)
                     on_done(payload)
                 elif kind == "end":
-                    self.probes.append(LagProbe(*payload))
+                    self.probes.append(LagProbe(*payload, tokens_at=read_by.get(w, [])))
                     ended += 1
                 else:  # the process is gone: its unfinished requests failed
                     ended += 1
@@ -135,15 +139,15 @@ def client_workers(
         workers.close()
 
 
-def _read(conn, loop: asyncio.AbstractEventLoop, inbox: asyncio.Queue) -> None:
-    """A share's messages, from its process to the loop, until its end (or the process's)."""
+def _read(conn, w: int, loop: asyncio.AbstractEventLoop, inbox: asyncio.Queue) -> None:
+    """Worker w's messages, from its process to the loop, until its end (or the process's)."""
     while True:
         try:
             kind, payload = conn.recv()
         except (EOFError, OSError):
-            loop.call_soon_threadsafe(inbox.put_nowait, ("gone", None))
+            loop.call_soon_threadsafe(inbox.put_nowait, ("gone", None, w))
             return
-        loop.call_soon_threadsafe(inbox.put_nowait, (kind, payload))
+        loop.call_soon_threadsafe(inbox.put_nowait, (kind, payload, w))
         if kind == "end":
             return
 

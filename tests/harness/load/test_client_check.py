@@ -18,6 +18,7 @@ from harness.load.client_check import (
     client_summary,
     lag_bound_ms,
     read_lag_ms,
+    token_lags,
 )
 from harness.load.load import LoadDriver, make_session
 from harness.load.phase import PhaseResult
@@ -61,6 +62,25 @@ def test_the_read_lag_is_weighted_by_time_not_by_wake_up():
     assert read_lag_ms([40.0, 30.0], 100.0, 0.95) == pytest.approx(35.0)  # 5 ms of 100 past it
     assert read_lag_ms([40.0, 30.0], 100.0, 0.5) == pytest.approx(10.0)  # (70 - 50) / 2
     assert read_lag_ms([], 100.0, 0.5) == 0.0
+
+
+def test_tokens_that_piled_up_in_a_stall_weigh_as_many_tokens():
+    # The writer's messages: due every ms over 100 ms; the loop read each at once (0.1 ms)
+    # except in a 20 ms stall from 40 ms, whose messages were all read at 60 ms.
+    reads = []
+    for ms in range(100):
+        due = 10.0 + ms / 1e3
+        read = 10.060 if 40 <= ms < 60 else due + 0.0001
+        reads.append((due, (read - due) * 1e3))
+    probe = LagProbe(reads=reads)
+    assert probe.read_lag_ms(0.5) == pytest.approx(0.1)  # over time: 80% of it on time
+    # The server wrote while the client waited: 160 tokens came in the read after the stall,
+    # 40 as they came, one a read, before and after it.
+    on_time = [(10.0 + ms / 1e3 + 0.0001, 1) for ms in (*range(20), *range(80, 100))]
+    probe.tokens_at = [*on_time, (10.060, 160)]
+    lags = token_lags(reads, probe.tokens_at)
+    assert lags[-1] == (pytest.approx(10.5), 160)  # the stall's messages waited 20..1 ms
+    assert probe.read_lag_ms(0.5) == pytest.approx(10.5)  # 80% of the tokens met the stall
 
 
 def test_the_bound_follows_the_token_gap_above_a_floor():
