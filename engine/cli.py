@@ -16,6 +16,10 @@ class FlagError(click.ClickException):
     exit_code = 2
 
 
+# Connections the kernel queues before the server accepts them: a client's burst of hundreds
+# of streams connects at once, and aiohttp's default (128) drops the rest's SYNs, which retry a
+# second later (uvicorn, under vLLM and SGLang, keeps 2048).
+LISTEN_BACKLOG = 2048
 MODEL_HELP = f"Built-in name ({', '.join(BUILTIN_MODELS)}), a .gguf file or an HF directory."
 
 
@@ -278,6 +282,7 @@ def serve(no_batch, no_prompt_cache, log_level, **flags):
         # a compressed body is the handler's to refuse (415, engine/guards.py): aiohttp's own
         # parser would inflate gzip and deflate, and answer br and zstd itself with a bare 400
         auto_decompress=False,
+        backlog=LISTEN_BACKLOG,
         print=lambda msg: click.echo(f"engine: {msg}", err=True),
         access_log=None,
     )

@@ -353,8 +353,15 @@ def main() -> None:
     print(f"scripted server on port {opts.port}", flush=True)
     # a stream held open (an endless one, a first token minutes away) does not hold up a TERM
     # past the launcher's grace: every such run would wait it out
-    web.run_app(app, host="127.0.0.1", port=opts.port, print=None, access_log=None,
-                shutdown_timeout=0.2)  # fmt: skip
+    web.run_app(
+        app,
+        host="127.0.0.1",
+        port=opts.port,
+        print=None,
+        access_log=None,
+        shutdown_timeout=0.2,
+        backlog=2048,
+    )  # fmt: skip  (a burst connects at once)
 
 
 if __name__ == "__main__":
