@@ -1,13 +1,15 @@
-"""Where the harness's client stops keeping up, against the server's own write stamps.
+"""Where the harness's client stops keeping up, against the server's own write stamps, and
+whether its own check says so.
 
 Starts scripts/fast_sse_server.py (a token every --itl-ms to every open stream, each write's
 time kept), then for each number of client processes and each stream count fires one burst
 through the harness's own load driver (and its client workers) and client check, and compares
-when the client read each stream's first and last token with when the server wrote them (with
-one process, every token's read is also kept). Prints one row per level and writes them as JSON:
+when the client read each token (every record keeps its reads) with when the server wrote it.
+With --busy N, N busy processes run beside each level (a loaded CI machine). Prints one row per
+level and writes them as JSON (and a Markdown table beside it):
 
-    python scripts/client_limits.py --procs 1 2 --streams 1 4 64 128 256 --itl-ms 1 \\
-        --tokens 200 --out results/DATE-client-limits/limits.json
+    python scripts/client_limits.py --procs 1 2 4 --streams 1 4 64 128 256 --itl-ms 1 \\
+        --tokens 200 --repeat 2 --busy 0 1 --out results/DATE-client-limits/limits.json
 """
 
 from __future__ import annotations
@@ -17,15 +19,17 @@ import asyncio
 import json
 import os
 import platform
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
 from statistics import median
 
-from harness.load import stream as stream_module
+from harness.load import event_loop
 from harness.load.client_check import LagProbe, client_summary
 from harness.load.frozen_gc import frozen_gc
 from harness.load.load import LoadDriver, make_session
@@ -34,21 +38,6 @@ from harness.load.prompts import Prompt
 from harness.load.workers import client_workers
 from harness.runs.validity import judge
 from harness.workload.suite import Phase
-
-READS: dict[int, list[tuple[float, int]]] = {}  # id(record) -> [(read time, its tokens)]
-
-
-def instrument() -> None:
-    """Keep every read's time and token count (the check itself keeps only their sums)."""
-    original = stream_module.Stream.read
-
-    def read(self, now, lines):
-        before = self.rec.client_tokens
-        original(self, now, lines)
-        if self.rec.client_tokens > before:
-            READS.setdefault(id(self.rec), []).append((now, self.rec.client_tokens - before))
-
-    stream_module.Stream.read = read
 
 
 def q(values: list[float], p: float) -> float | None:
@@ -59,7 +48,6 @@ def q(values: list[float], p: float) -> float | None:
 async def level(url: str, streams: int, tokens: int, procs: int) -> dict:
     phase = Phase("main", arrival="burst", clients=streams, requests=streams, max_tokens=tokens)
     prompts = [Prompt("hello", 1) for _ in range(streams)]
-    READS.clear()
     async with make_session(streams) as session:
         t0 = time.perf_counter()
         with client_workers(procs, url, "fast", t0, streams) as workers:
@@ -72,6 +60,7 @@ async def level(url: str, streams: int, tokens: int, procs: int) -> dict:
                 probe.start()
                 records = await driver.run_phase(phase, prompts)
                 probe.stop()
+            probe.saw(records, t0)
             wall = driver.now() - start
             others = workers.take_probes() if workers else []
     with urllib.request.urlopen(url + "/stamps") as r:
@@ -86,7 +75,7 @@ async def level(url: str, streams: int, tokens: int, procs: int) -> dict:
         server_gaps += [(b - a) * 1e3 for a, b in zip(written, written[1:], strict=False)]
         if written and rec.ok:  # the first token's read and the [DONE] read: exact either way
             ends += [(t0 + rec.first_token - written[0]) * 1e3, (t0 + rec.end - written[-1]) * 1e3]
-        times = [t0 + now for now, k in READS.get(id(rec), []) for _ in range(k)]
+        times = [t0 + now for now, k in rec.reads for _ in range(k)]
         lags += [(t - w) * 1e3 for t, w in zip(times, written, strict=False)]
         per_event_gaps += [(b - a) * 1e3 for a, b in zip(times, times[1:], strict=False)]
     itl = [g * 1e3 for r in records if r.ok for g in r.itl_s]
@@ -109,10 +98,67 @@ async def level(url: str, streams: int, tokens: int, procs: int) -> dict:
     }
 
 
+def aiperf_level(url: str, streams: int, tokens: int, aiperf: str, tokenizer: str) -> dict:
+    """The same burst fired by AIPerf's `profile` with one worker, its raw records' per-message
+    times (CLOCK_MONOTONIC, as the server's stamps) against the server's writes."""
+    folder = Path(tempfile.mkdtemp(prefix="aiperf-"))
+    cmd = [aiperf, "profile", "--model", "fast", "--url", url, "--endpoint-type", "completions",
+           "--streaming", "--concurrency", str(streams), "--request-count", str(streams),
+           "--workers-max", "1", "--prompt-input-tokens-mean", "8", "--prompt-output-tokens-mean",
+           str(tokens), "--tokenizer", tokenizer, "--export-level", "raw",
+           "--output-artifact-dir", str(folder), "--ui", "none", "--no-server-metrics",
+           "--no-gpu-telemetry"]  # fmt: skip
+    subprocess.run(cmd, check=True, capture_output=True, timeout=600)
+    with urllib.request.urlopen(url + "/stamps") as r:
+        stamps = json.load(r)
+    lags = []
+    for line in (folder / "profile_export_raw.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        reads = [(m["perf_ns"] / 1e9, json.loads(m["packets"][0]["value"]))
+                 for m in record.get("responses", [])
+                 if m.get("packets") and m["packets"][0]["value"].startswith("{")]  # fmt: skip
+        content = [(t, e["id"]) for t, e in reads if any(c.get("text") for c in e["choices"])]
+        if content:
+            written = stamps.get(content[0][1], [])
+            lags += [(t - w) * 1e3 for (t, _), w in zip(content, written, strict=False)]
+    shutil.rmtree(folder, ignore_errors=True)
+    return {"tool": "aiperf", "streams": streams, "tokens": len(lags),
+            "read_lag_p50_ms": q(lags, 0.5), "read_lag_p95_ms": q(lags, 0.95)}  # fmt: skip
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def busy_processes(n: int) -> list[subprocess.Popen]:
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+
+def line(row: dict) -> str:
+    c, verdict = row["client"], "INVALID" if row["flagged"] else "VALID"
+    return (f"busy {row['busy']} {row['procs']} proc {row['streams']:4d} streams: "
+            f"{row['tok_s']:8.0f} tok/s | read lag (stamps) p50 {row['read_lag_p50_ms']} p95 "
+            f"{row['read_lag_p95_ms']} ms | self-check p50 {c['read_lag_p50_ms']} ms, behind "
+            f"{c['late_share']}, wake-ups p50 {c['lag_p50_ms']}, cpu {c['cpu_share']} | ITL "
+            f"p50 {row['itl_p50_ms']} (server {row['server_itl_p50_ms']}) | {verdict}")  # fmt: skip
+
+
+def table(rows: list[dict]) -> str:
+    """The rows as Markdown: the server stamps' lag beside the client's own check and verdict."""
+    out = [
+        "| busy | procs | streams | tok/s | read lag p50 / p95 (stamps, ms) | self-check "
+        "read lag p50 (ms) | behind | wake-up lag p50 (ms) | verdict |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        c = r["client"]
+        verdict = "INVALID" if r["flagged"] else "VALID"
+        out.append(f"| {r['busy']} | {r['procs']} | {r['streams']} | {r['tok_s']:.0f} | "
+                   f"{r['read_lag_p50_ms']} / {r['read_lag_p95_ms']} | {c['read_lag_p50_ms']} | "
+                   f"{c['late_share']:.0%} | {c['lag_p50_ms']} | {verdict} |")  # fmt: skip
+    return "\n".join(out) + "\n"
 
 
 def main() -> None:
@@ -122,14 +168,17 @@ def main() -> None:
     p.add_argument("--itl-ms", type=float, default=1.0)
     p.add_argument("--tokens", type=int, default=200)
     p.add_argument("--repeat", type=int, default=1)
+    p.add_argument("--busy", type=int, nargs="+", default=[0], help="busy processes beside")
     p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--aiperf", help="AIPerf's command: each one-process row runs beside it")
+    p.add_argument("--tokenizer", help="a local Hugging Face tokenizer folder, for AIPerf")
     o = p.parse_args()
-    instrument()
     port = free_port()
     server_py = Path(__file__).with_name("fast_sse_server.py")
     server = subprocess.Popen([sys.executable, str(server_py), "--port", str(port),
                                "--itl-ms", str(o.itl_ms)], stdout=subprocess.DEVNULL)  # fmt: skip
     url = f"http://127.0.0.1:{port}"
+    rows, rivals = [], []
     try:
         for _ in range(100):
             try:
@@ -137,21 +186,27 @@ def main() -> None:
                 break
             except OSError:
                 time.sleep(0.05)
-        rows = []
-        for procs, n in ((p, n) for p in o.procs for n in o.streams):
-            for i in range(o.repeat):
-                row = asyncio.run(level(url, n, o.tokens, procs)) | {"repeat": i + 1}
-                rows.append(row)
-                c = row["client"]
-                line = (f"{procs} proc {n:4d} streams: {row['tok_s']:8.0f} tok/s lag first/last "
-                        f"p50 {row['first_last_lag_p50_ms']} p95 {row['first_last_lag_p95_ms']}"
-                        f" ms, every read p50 {row['read_lag_p50_ms']} p95 "
-                        f"{row['read_lag_p95_ms']} | loop lag p50 {c['lag_p50_ms']} "
-                        f"p95 {c['lag_p95_ms']} ms, cpu {c['cpu_share']}, coalesced "
-                        f"{c['coalesced_share']} | ITL p50 {row['itl_p50_ms']} (server "
-                        f"{row['server_itl_p50_ms']}, per event "
-                        f"{row['itl_p50_per_event_ms']}) | flagged {row['flagged']}")  # fmt: skip
-                print(line, flush=True)
+        for busy in o.busy:
+            hogs = busy_processes(busy)
+            try:
+                for procs, n in ((p, n) for p in o.procs for n in o.streams):
+                    for i in range(o.repeat):
+                        beside = o.aiperf and procs == 1
+                        if beside and i % 2:  # AIPerf first every other time: neither goes first
+                            rivals.append(aiperf_level(url, n, o.tokens, o.aiperf, o.tokenizer))
+                        row = event_loop.run(level(url, n, o.tokens, procs))
+                        rows.append(row | {"repeat": i + 1, "busy": busy})
+                        print(line(rows[-1]), flush=True)
+                        if beside and not i % 2:
+                            rivals.append(aiperf_level(url, n, o.tokens, o.aiperf, o.tokenizer))
+                        if beside:
+                            print(f"    aiperf {n} streams: read lag p50 "
+                                  f"{rivals[-1]['read_lag_p50_ms']} p95 "
+                                  f"{rivals[-1]['read_lag_p95_ms']} ms", flush=True)  # fmt: skip
+                            rivals[-1] |= {"repeat": i + 1, "busy": busy}
+            finally:
+                for hog in hogs:
+                    hog.kill()
     finally:
         server.terminate()
         server.wait()
@@ -159,8 +214,10 @@ def main() -> None:
         o.out.parent.mkdir(parents=True, exist_ok=True)
         facts = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                  "machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
-                 "itl_ms": o.itl_ms, "tokens": o.tokens, "rows": rows}  # fmt: skip
+                 "itl_ms": o.itl_ms, "tokens": o.tokens, "rows": rows,
+                 "aiperf": rivals}  # fmt: skip
         o.out.write_text(json.dumps(facts, indent=1) + "\n")
+        o.out.with_suffix(".md").write_text(table(rows))
 
 
 if __name__ == "__main__":

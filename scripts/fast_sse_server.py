@@ -34,12 +34,17 @@ class Stream:
     def __init__(self, transport: asyncio.Transport, sid: str, chat: bool, tokens: int) -> None:
         key = "delta" if chat else "text"
         self.transport, self.sid, self.left = transport, sid, tokens
-        self.token = event({"id": sid, "choices": [{"index": 0, key: (
+        kind = {
+            "id": sid,
+            "object": "chat.completion.chunk" if chat else "text_completion",
+            "model": "fast",
+        }  # as OpenAI's own chunks say (AIPerf reads them by it)
+        self.token = event(kind | {"choices": [{"index": 0, key: (
             {"content": " tok"} if chat else " tok"), "finish_reason": None}]})  # fmt: skip
         last = {"index": 0, key: {} if chat else "", "finish_reason": "length"}
         usage = {"prompt_tokens": 1, "completion_tokens": tokens}
-        self.end = (event({"id": sid, "choices": [last]})
-                    + event({"id": sid, "choices": [], "usage": usage})
+        self.end = (event(kind | {"choices": [last]})
+                    + event(kind | {"choices": [], "usage": usage})
                     + frame(b"data: [DONE]\n\n") + b"0\r\n\r\n")  # fmt: skip
 
 
@@ -52,13 +57,12 @@ class Server:
         while True:
             due += self.itl_s
             await asyncio.sleep(max(due - time.perf_counter(), 0))
-            now = time.perf_counter()
             for s in list(self.streams):
                 if s.transport.is_closing():
                     self.streams.remove(s)
                     continue
-                s.transport.write(s.token)
-                self.stamps[s.sid].append(now)
+                s.transport.write(s.token)  # to the socket at once: a loopback peer has it now
+                self.stamps[s.sid].append(time.perf_counter())  # each write's own time
                 s.left -= 1
                 if not s.left:
                     s.transport.write(s.end)
@@ -112,7 +116,9 @@ async def main() -> None:
     o = p.parse_args()
     server = Server(o.itl_ms / 1e3)
     loop = asyncio.get_running_loop()
-    srv = await loop.create_server(lambda: Connection(server), "127.0.0.1", o.port)
+    # a burst of 256 connects at once: asyncio's default backlog (100) drops SYNs, and those
+    # connections wait a second for the retry, then send on a congestion window of one
+    srv = await loop.create_server(lambda: Connection(server), "127.0.0.1", o.port, backlog=4096)
     print(f"fast_sse_server on {o.port}, a token every {o.itl_ms:g} ms per stream", flush=True)
     async with srv:
         await server.tick()
