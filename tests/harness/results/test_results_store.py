@@ -27,6 +27,7 @@ OTHER = {
     "scenario table": {"runs", "machine", "start_s"},  # scripts/gpu_like_demo.py
     "client limits": {"rows", "itl_ms", "machine"},  # scripts/client_limits.py
     "capacity searches": {"searches", "machine", "date"},  # results/2026-12-03-capacity/run.sh
+    "capacity check": {"levels", "model_break_req_s", "machine"},  # scripts/capacity_check.py
     "seed series": {"ab", "bisect", "machine"},  # results/2026-12-04-seed-series/summary.json
     "power runs": {"series", "runs", "machine"},  # results/2026-12-04-power-runs/summary.json
     "roofline score": {"costs", "families"},  # python -m engine.sim score
