@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.load.server_reads import METRICS_CAP, fetch
 from harness.workload.expect import series_key
 
 
@@ -53,11 +54,11 @@ class MetricsEndpoint:
         if not self.available:
             return Snapshot(ok=False, error=self.error)
         try:
-            async with self.session.get(self.url) as resp:
-                text = await resp.text()
-                if resp.status != 200:
-                    raise ValueError(f"/metrics answered HTTP {resp.status}")
-        except (aiohttp.ClientError, ValueError) as exc:
+            status, body = await fetch(self.session, "GET", self.url, cap=METRICS_CAP)
+            if status != 200:
+                raise ValueError(f"/metrics answered HTTP {status}")
+            text = body.decode("utf-8", "replace")
+        except ValueError as exc:
             self.available, self.error = False, str(exc) or type(exc).__name__
             return Snapshot(ok=False, error=self.error)
         snap = parse_metrics(text)

@@ -8,6 +8,7 @@ import asyncio
 from dataclasses import dataclass
 
 from harness.load.counters import MetricsEndpoint, Snapshot
+from harness.load.server_reads import byte_count
 
 EVERY_S = 0.25  # a scrape costs the server a little; a KV pool fills over seconds
 
@@ -28,6 +29,7 @@ class GaugeWatch:
     names: tuple[str, ...]
     scale: float = 1.0
     peak: float | None = None
+    refused: str = ""  # why the phase's device memory is unmeasured: a figure no byte count
 
     @property
     def source(self) -> str:
@@ -36,9 +38,14 @@ class GaugeWatch:
 
     def take(self, snap: Snapshot) -> None:
         total = gauge_total(snap, self.names)
-        if total is not None:
-            value = total * self.scale
-            self.peak = value if self.peak is None else max(self.peak, value)
+        if total is None or self.refused:
+            return
+        value = byte_count(total * self.scale)
+        if value is None:  # one figure that cannot be bytes: no peak of this phase is trusted
+            self.refused = f"{' + '.join(self.names)} read {total!r}, not a byte count"
+            self.peak = None
+            return
+        self.peak = value if self.peak is None else max(self.peak, value)
 
     async def watch(self) -> None:
         """Until cancelled (the phase ended)."""
@@ -47,4 +54,4 @@ class GaugeWatch:
             await asyncio.sleep(EVERY_S)
 
     def reset(self) -> None:
-        self.peak = None
+        self.peak, self.refused = None, ""

@@ -17,7 +17,8 @@ from harness.load.baton import Baton, turn
 from harness.load.cancels import cancelled
 from harness.load.prompts import Prompt
 from harness.load.record import RequestRecord
-from harness.load.stream import Stream, ended, error_text, parse
+from harness.load.server_reads import ERROR_CAP, read_capped
+from harness.load.stream import OVER_LONG, Stream, ended, error_text, parse
 from harness.workload.suite import Phase
 
 if TYPE_CHECKING:
@@ -266,7 +267,8 @@ class LoadDriver:
                 async with self.session.post(self.base + path, json=body) as resp:
                     rec.status = resp.status
                     if resp.status != 200:
-                        rec.error = error_text(await resp.text())
+                        body = await read_capped(resp, ERROR_CAP)
+                        rec.error = error_text(body.decode("utf-8", "replace"))
                     else:
                         await self._read_stream(resp, rec, answer, after_tokens)
                         if rec.cancelled:
@@ -313,9 +315,12 @@ class LoadDriver:
             await self._read_raw(resp, rec)
             return
         stream = Stream(rec, answer)
-        pending = b""
+        pending, size = b"", 0
         async for data in resp.content.iter_any():
-            now = self.now()
+            now, size = self.now(), size + len(data)
+            if size > stream_cap(rec.max_tokens):
+                rec.error = too_long(rec.max_tokens)
+                break
             *lines, pending = (pending + data).split(b"\n")
             stream.read(now, lines)
             if stream.done or rec.error:
@@ -331,13 +336,16 @@ class LoadDriver:
         """What the timing needs where the bytes are read, and no more: each read's time and
         bytes, the end at [DONE], and a cap on events against a stream that never ends (each
         token is an event; the cap leaves room for the role, usage and finish events)."""
-        rec.raw, events, most = [], 0, 2 * rec.max_tokens + 16
+        rec.raw, events, most, size = [], 0, 2 * rec.max_tokens + 16, 0
         async for data in resp.content.iter_any():
             rec.raw.append((self.now(), data))
             if data.rstrip().endswith(b"[DONE]"):
                 break
-            events += data.count(b"data:")
+            events, size = events + data.count(b"data:"), size + len(data)
             if events > most:
+                break
+            if size > stream_cap(rec.max_tokens):
+                rec.error = too_long(rec.max_tokens)
                 break
 
 
@@ -348,6 +356,20 @@ def finish(rec: RequestRecord) -> None:
     failed, rec.error = rec.error, ""
     parse(rec, chunks, complete=not (failed or rec.cancelled))
     rec.error = failed or rec.error
+
+
+STREAM_BYTES_PER_TOKEN = 16 << 10  # a token's event, with logprobs: far under this
+STREAM_BYTES_FLOOR = 1 << 20  # the role, usage and finish events, and any comments
+
+
+def stream_cap(max_tokens: int) -> int:
+    """The most bytes a stream of `max_tokens` may send before it is cut (as one that sends
+    more tokens than asked is): a server cannot make the client hold what it streams forever."""
+    return STREAM_BYTES_FLOOR + STREAM_BYTES_PER_TOKEN * max(max_tokens, 1)
+
+
+def too_long(max_tokens: int) -> str:
+    return f"{OVER_LONG}: more than {stream_cap(max_tokens) >> 10} KiB for {max_tokens} tokens"
 
 
 DEADLINE = "deadline"

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 import aiohttp
 import psutil
 
+from harness.load.server_reads import byte_count, fetch_json
+
 HWM_SUPPORTED = sys.platform.startswith("linux")
 
 
@@ -55,10 +57,13 @@ class ServerMemory:
     device_peak_bytes: int | None = None
 
     @classmethod
-    def from_json(cls, data: dict) -> ServerMemory:
+    def from_json(cls, data: object) -> ServerMemory:
+        """Each figure that can be a byte count; any other answer is None."""
+        if not isinstance(data, dict):
+            data = {}
+
         def num(key: str) -> int | None:
-            value = data.get(key)
-            return int(value) if isinstance(value, int | float) else None
+            return byte_count(data.get(key))
 
         return cls(*(num(k) for k in cls.__slots__))
 
@@ -83,11 +88,11 @@ class MemoryEndpoint:
         if not self.available:
             return None
         try:
-            async with self.session.request(method, self.base + path) as resp:
-                if resp.status != 200:
-                    self.available = False
-                    return None
-                return ServerMemory.from_json(await resp.json(content_type=None))
-        except (aiohttp.ClientError, ValueError):
+            status, data = await fetch_json(self.session, method, self.base + path)
+        except ValueError:
             self.available = False
             return None
+        if status != 200:
+            self.available = False
+            return None
+        return ServerMemory.from_json(data)

@@ -168,7 +168,9 @@ async def _memory(probes: Probes, tree: list, hwm_reset: bool, start: float, end
     if exact is None and sampled is not None:
         exact, source = sampled, "sampled (no exact peak on this platform)"
     device, device_source = None, None
-    if probes.gauges and probes.gauges.peak is not None:  # what the project file chose
+    if probes.gauges and probes.gauges.refused:  # what the project file chose, unreadable
+        device_source = f"unmeasured: server /metrics {probes.gauges.refused}"
+    elif probes.gauges and probes.gauges.peak is not None:  # what the project file chose
         device, device_source = int(probes.gauges.peak), probes.gauges.source
     elif server and server.device_peak_bytes is not None:
         device, device_source = server.device_peak_bytes, "server /v1/memory"

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import aiohttp
 
+from harness.load.server_reads import fetch_json
 from harness.workload.dataset import Item
 from harness.workload.trace import BLOCK_TOKENS, Trace
 
@@ -112,19 +113,21 @@ class TokenCounter:
         else:
             body = {"input": text}
         data = await self._post(self.dialect.path, body)
-        if isinstance(data, dict) and isinstance(data.get("count"), int):
-            return data["count"]
+        count = data.get("count") if isinstance(data, dict) else None
+        if isinstance(count, int) and not isinstance(count, bool):
+            return count if 0 <= count <= MAX_COUNT else None
         tokens = data.get("tokens") if isinstance(data, dict) else None
         return len(tokens) if isinstance(tokens, list) else None
 
     async def _post(self, path: str, body: dict) -> object:
         try:
-            async with self.session.post(self.base + path, json=body) as resp:
-                if resp.status != 200:
-                    return None
-                return await resp.json(content_type=None)
-        except (aiohttp.ClientError, ValueError):
+            status, data = await fetch_json(self.session, "POST", self.base + path, json=body)
+        except ValueError:
             return None
+        return data if status == 200 else None
+
+
+MAX_COUNT = 10_000_000  # more tokens than any prompt the harness sends: not a count
 
 
 def _messages(text: str) -> list[dict]:

@@ -56,8 +56,14 @@ class RequestRecord:
 
     @property
     def tokens(self) -> int:
-        """Output tokens: the server's usage when it reported one, else the client's count."""
-        return self.output_tokens if self.output_tokens is not None else self.client_tokens
+        """Output tokens: the server's usage where it can be true, else the client's count. A
+        streamed chunk holds at least one token and the server may send at most max_tokens, so
+        usage below the chunks counted or above max_tokens is not believed (a head that
+        claimed tokens would pass a tok/s gate); the mismatch is flagged either way."""
+        usage = self.output_tokens
+        if usage is None or not self.client_tokens <= usage <= max(self.max_tokens, 0):
+            return self.client_tokens
+        return usage
 
     @property
     def token_mismatch(self) -> bool:

@@ -104,11 +104,17 @@ def ended(rec: RequestRecord, stream: Stream) -> None:
 
 
 def _usage(rec: RequestRecord, usage: dict) -> None:
-    rec.output_tokens = usage.get("completion_tokens")
-    rec.usage_prompt_tokens = usage.get("prompt_tokens")
+    """The counts a usage block gives, where each is a whole number (anything else, as absent:
+    the client's own count stands)."""
+    rec.output_tokens = _count(usage.get("completion_tokens"))
+    rec.usage_prompt_tokens = _count(usage.get("prompt_tokens"))
     details = usage.get("prompt_tokens_details")
-    if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
-        rec.cached_tokens = details["cached_tokens"]
+    if isinstance(details, dict):
+        rec.cached_tokens = _count(details.get("cached_tokens"))
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _event(data: bytes) -> dict:

@@ -103,7 +103,8 @@ CATALOGUE: tuple[Metric, ...] = (
     Metric("req_s", "requests", "req/s", False, digits=2, source="ok requests / spans"),
     Metric("goodput_req_s", "goodput", "req/s", False, digits=2, source="requests meeting [slo]"),
     Metric("capacity_req_s", "capacity", "req/s", False, digits=2,
-           source="req/s served at the highest load meeting [slo] ([capacity] search)"),
+           source="req/s at the highest load meeting [slo], offered or in closed loop served "
+                  "([capacity] search)"),
     Metric("errors", "errors", "count", gateable=False, source="failed requests"),
     Metric("peak_rss_bytes", "peak RSS, exact", "bytes", memory_peak=True,
            source="server tree's VmHWM, max over phases"),

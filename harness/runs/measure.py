@@ -32,6 +32,7 @@ from harness.load.prompts import (
     build_trace_prompts,
     dataset_prompts,
 )
+from harness.load.server_reads import fetch_json
 from harness.load.workers import auto_procs, client_workers, usable_cores
 from harness.results.store import schema
 from harness.runs.machine import git_commit, harness_version, machine_facts
@@ -268,10 +269,15 @@ async def _find_capacity(probes: Probes, suite: Suite, counter: TokenCounter, pr
                          exited: Callable[[], bool]) -> dict:  # fmt: skip
     """The suite's capacity search on the running server, a level at a time (its first phase
     reshaped, without its expectations); what it kept (workload/capacity.py)."""
-    plan, tried, stats = suite.capacity, [], []
+    plan, tried, stats, stopped = suite.capacity, [], [], None
+    ends = time.monotonic() + plan.budget_s
     while (level := next_level(plan, tried)) is not None and not exited():
+        if (left := ends - time.monotonic()) <= 1:  # the bracket so far; every level kept
+            stopped = f"its time budget ({plan.budget_s:g} s) was spent"
+            break
         shape = level_phase(suite.phases[0], plan.mode, level)
-        phase = replace(shape, name=f"capacity-{shape.name}", expect=())
+        timeout = min(shape.phase_timeout_s, left)  # a level cannot outlast the search
+        phase = replace(shape, name=f"capacity-{shape.name}", expect=(), phase_timeout_s=timeout)
         try:
             prompts = await _prompts(counter, phase)
         except PromptError as exc:
@@ -282,7 +288,7 @@ async def _find_capacity(probes: Probes, suite: Suite, counter: TokenCounter, pr
         offsets = arrival_offsets(phase)  # a rate level offers what it is labelled with
         offered = offered_rate(offsets) if offsets else None
         stats.append({k: got.get(k) for k in LEVEL_STATS} | {"offered_req_s": offered})
-    found = capacity_summary(plan, tried)
+    found = capacity_summary(plan, tried) | {"stopped": stopped}
     for level, kept in zip(found["levels"], stats, strict=True):
         level |= kept
     return found
@@ -301,10 +307,13 @@ async def _prompts(counter: TokenCounter, phase: Phase) -> list:
 async def served_model(session: aiohttp.ClientSession, base: str, wanted: str) -> str:
     """The model id to send: `wanted` if the server lists it, else its only model, else wanted."""
     try:
-        async with session.get(base + "/v1/models") as resp:
-            data = await resp.json(content_type=None)
-        ids = [m.get("id") for m in data.get("data", []) if isinstance(m, dict)]
-    except (aiohttp.ClientError, ValueError, AttributeError):
+        _, data = await fetch_json(session, "GET", base + "/v1/models")
+        ids = [
+            m["id"]
+            for m in data.get("data", [])
+            if isinstance(m, dict) and isinstance(m.get("id"), str)
+        ]
+    except (ValueError, AttributeError, TypeError):
         return wanted  # a server without /v1/models still gets the model the suite names
     if wanted in ids or len(ids) != 1:
         return wanted

@@ -13,6 +13,8 @@ from harness.workload.levels import MODES
 
 ATTAINMENT = 0.95  # a level meets the SLO when this share of its requests met every limit
 MAX_STEPS = 10
+MOST = {"rate": 10_000.0, "concurrency": 4096.0}  # beyond any one server a run can drive
+BUDGET_S = 300.0  # a search's own time, in every run of every arm: it stops there
 
 
 class CapacityError(ValueError):
@@ -27,10 +29,16 @@ class CapacityPlan:
     precision: float = 0.10  # done when the lowest level missed is within this of the met one
     attainment: float = ATTAINMENT
     steps: int = MAX_STEPS
+    budget_s: float = BUDGET_S  # the search stops after this many seconds, its bracket as found
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise CapacityError(f"capacity.mode must be one of {', '.join(MODES)}")
+        if not self.most <= MOST[self.mode]:
+            unit = "req/s" if self.mode == "rate" else "clients"
+            raise CapacityError(f"capacity.max must be at most {MOST[self.mode]:g} {unit}")
+        if not 10 <= self.budget_s <= 3600 or not 2 <= self.steps <= 50:
+            raise CapacityError("capacity needs 10 <= budget_s <= 3600 and 2 <= steps <= 50")
         whole = self.mode == "rate" or float(self.start).is_integer()
         if not (0 < self.start <= self.most and math.isfinite(self.most) and whole):
             raise CapacityError("capacity needs 0 < start <= max (whole clients in concurrency)")

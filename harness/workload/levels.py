@@ -21,10 +21,13 @@ def level_name(level: float, mode: str) -> str:
     return f"c{level:g}" if mode == "concurrency" else f"r{level:g}"
 
 
+MAX_REQUESTS = 4096  # per level: a p95 needs far fewer; memory and time stay bounded
+
+
 def default_requests(level: float, mode: str) -> int:
     if mode == "concurrency":
-        return max(MIN_REQUESTS, PER_CLIENT * int(level))
-    return max(MIN_REQUESTS, math.ceil(RATE_SECONDS * level))
+        return min(MAX_REQUESTS, max(MIN_REQUESTS, PER_CLIENT * int(level)))
+    return min(MAX_REQUESTS, max(MIN_REQUESTS, math.ceil(RATE_SECONDS * level)))
 
 
 def level_phase(base: Phase, mode: str, level: float, requests: int | None = None) -> Phase:

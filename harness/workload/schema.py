@@ -29,7 +29,7 @@ PHASE = {
 }  # fmt: skip
 STAGE = {"rate": NUMBER, "duration_s": NUMBER}
 CAPACITY = {"mode": str, "start": NUMBER, "max": NUMBER, "precision": NUMBER,
-            "attainment": NUMBER, "steps": int}  # fmt: skip
+            "attainment": NUMBER, "steps": int, "budget_s": NUMBER}  # fmt: skip
 SLO = {"ttft_ms": NUMBER, "tpot_ms": NUMBER, "e2e_ms": NUMBER}  # a request's limits (goodput)
 DIST = {"dist": str, "min": int, "max": int, "mean": NUMBER, "std": NUMBER, "choices": ARRAY}
 TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false",

@@ -51,6 +51,7 @@ def test_failed_requests_are_counted_not_timed():
 
 def test_usage_wins_over_client_count_and_mismatch_is_counted():
     r = rec(usage=12)
+    r.max_tokens = 16  # usage above the chunks counted, within max_tokens: believed
     assert r.tokens == 12 and r.client_tokens == 10 and r.token_mismatch
     assert r.tpot_s == pytest.approx(0.09 / 11)
     no_usage = rec(usage=None)
@@ -77,6 +78,7 @@ def test_run_summary_has_the_contract_keys_and_max_memory_over_phases():
 
 def test_record_round_trips_through_its_dict():
     r = rec(usage=11)
+    r.max_tokens = 16
     d = r.as_dict()
     assert d["ttft_ms"] == pytest.approx(100.0) and d["ok"] and d["token_mismatch"]
     assert d["itl_ms"] == pytest.approx([10.0] * 9) and d["tpot_ms"] == pytest.approx(90 / 10)

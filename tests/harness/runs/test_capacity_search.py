@@ -77,3 +77,21 @@ def test_an_ab_of_eight_streams_against_six_regresses_on_capacity(tmp_path):
     assert not wait_no_survivors(marker)
     assert out.returncode == 1, out.stdout + out.stderr
     assert "capacity_req_s" in out.stdout and "REGRESSION" in out.stdout
+
+
+def test_a_search_nothing_meets_stops_at_its_time_budget(tmp_path):
+    # 1 ms to the first token: no level meets it, so the rate search halves its way down
+    # through ever longer levels (16 requests at 0.5, 0.25, ... req/s); the budget ends it.
+    text = SUITE.format(gate="").replace("ttft_ms = 150", "ttft_ms = 1")
+    text = text.replace('mode = "concurrency"\nstart = 1\nmax = 32', 'mode = "rate"\nstart = 4\n'
+                        "max = 64\nbudget_s = 10")  # fmt: skip
+    suite = load_suite(str(write_suite(tmp_path, text)))
+    marker = unique_marker()
+    arm = make_arm(marker, serve_cmd=scripted(SERVICE, model=marker))
+    run = run_arm(suite, arm, tmp_path / "s.log")
+    assert not wait_no_survivors(marker)
+    found = run["capacity"]
+    assert found["stopped"] == "its time budget (10 s) was spent"
+    assert found["met_level"] is None and found["capacity_req_s"] is None
+    assert [lv["level"] for lv in found["levels"]][:2] == [4, 2]  # halving, each one kept
+    assert all(not lv["met"] for lv in found["levels"])

@@ -1,8 +1,11 @@
 """The capacity search's rule, on levels whose outcome is given: double while met, halve while
 missed, then the geometric middle until the bracket is within the precision; the summary keeps
-every level and the requests/s served at the highest level met."""
+every level and the load sustained at the highest level met; a search beyond one machine
+is refused."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -14,6 +17,7 @@ from harness.workload.capacity import (
     capacity_summary,
     next_level,
 )
+from harness.workload.levels import MAX_REQUESTS, default_requests
 from harness.workload.suite import SuiteError, load_suite
 
 from helpers.suites import write_suite
@@ -50,7 +54,7 @@ def test_a_concurrency_search_ends_on_neighbouring_whole_levels():
 
 
 def test_the_search_is_bounded_in_steps():
-    plan = CapacityPlan("rate", start=1, most=1e6, precision=0.01, steps=5)
+    plan = CapacityPlan("rate", start=1, most=1e4, precision=0.01, steps=5)
     assert len(search(plan, 1000.0)) == 5
 
 
@@ -100,3 +104,24 @@ def test_a_sweep_of_a_suite_with_a_search_runs_only_its_levels(tmp_path):
     for cold in ("round", "level"):
         units = Sweep(suite, "rate", [1.0, 2.0], cold=cold).units()
         assert all(u.capacity is None for u in units) and suite.capacity is not None
+
+
+@pytest.mark.parametrize(
+    "table, said",
+    [
+        ("max = 20000", "capacity.max must be at most 10000 req/s"),
+        ('mode = "concurrency"\nmax = 100000', "capacity.max must be at most 4096 clients"),
+        ("budget_s = 5", "10 <= budget_s <= 3600"),
+        ("steps = 500", "2 <= steps <= 50"),
+    ],  # fmt: skip
+)
+def test_a_search_beyond_what_one_machine_can_run_is_refused(tmp_path, table, said):
+    head = f'model = "m"\n[[phase]]\nname = "p"\n[slo]\nttft_ms = 200\n[capacity]\n{table}\n'
+    with pytest.raises(SuiteError, match=re.escape(said)):
+        load_suite(str(write_suite(tmp_path, head)))
+
+
+def test_a_levels_requests_are_capped():
+    assert default_requests(1e4, "rate") == MAX_REQUESTS == 4096
+    assert default_requests(4096, "concurrency") == 4096
+    assert default_requests(2, "rate") == 16
