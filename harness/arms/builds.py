@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.arms.process_mark import MARK, end_marked, new_mark
 from harness.arms.project import FILE_NAME, Project
 from harness.arms.worktrees import Checkout, RefError, cache_dir
 
@@ -115,13 +116,14 @@ def _failure(co: Checkout, what: str, log: Path, note: str = "") -> BuildError:
 
 def _run(command: str, cwd: Path, log: Path, timeout_s: float | None = None) -> int:
     """The build's exit code; BuildTimeout when it runs past `timeout_s`, its whole process
-    group stopped first."""
+    group stopped first. Whatever it left running (a daemon, a double fork) is ended with it."""
+    mark = new_mark()
     with log.open("wb") as out:
         out.write(f"$ {command}\n".encode())
         out.flush()
         proc = subprocess.Popen(
             command, shell=True, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out,
-            stderr=subprocess.STDOUT, start_new_session=True,
+            stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, MARK: mark},
         )  # fmt: skip
         try:
             return proc.wait(timeout_s)
@@ -132,6 +134,8 @@ def _run(command: str, cwd: Path, log: Path, timeout_s: float | None = None) -> 
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             raise
+        finally:
+            end_marked(mark)
     raise BuildTimeout
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import psutil
 
 from harness.arms.arms import Arm
+from harness.arms.process_mark import MARK, end_marked, new_mark
 
 _LIVE: set[Launcher] = set()
 _LIVE_LOCK = threading.Lock()  # a launch and a stop_all() never interleave
@@ -84,23 +85,44 @@ def free_port() -> int:
                 return port
 
 
+PROBE_CAP = 64 << 10  # a health answer is a line of JSON
+
+
 def probe(url: str, timeout: float = 2.0, api_key: str = "") -> tuple[int, dict]:
-    """GET url -> (status, JSON body or {}); status 0 when nothing answered."""
+    """GET url -> (status, JSON body or {}); status 0 when nothing answered whole within
+    `timeout` (headers to the last byte) and PROBE_CAP bytes."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    deadline = time.monotonic() + timeout
     try:
         with urllib.request.urlopen(
             urllib.request.Request(url, headers=headers), timeout=timeout
         ) as resp:
-            status, body = resp.status, resp.read()
+            status, body = resp.status, _read_within(resp, deadline)
     except urllib.error.HTTPError as exc:
-        status, body = exc.code, exc.read()
+        status, body = exc.code, _read_within(exc, deadline)
     except (OSError, ValueError):
+        return 0, {}
+    if body is None:
         return 0, {}
     try:
         data = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         data = {}
     return status, data if isinstance(data, dict) else {}
+
+
+def _read_within(resp, deadline: float) -> bytes | None:
+    """The body, or None past PROBE_CAP bytes or the deadline (a read waits at most the
+    socket's timeout; an endless or trickling body is cut, not waited for)."""
+    body = bytearray()
+    try:
+        while chunk := resp.read1(1 << 14) if hasattr(resp, "read1") else resp.read(1 << 14):
+            body += chunk
+            if len(body) > PROBE_CAP or time.monotonic() > deadline:
+                return None
+    except (OSError, ValueError):
+        return None
+    return bytes(body)
 
 
 WAITING_EVERY_S = 0.5  # how often a start still under way is reported (`waiting`)
@@ -169,6 +191,7 @@ class Launcher:
         self.timeout_s, self.grace_s = timeout_s or arm.ready_timeout_s, grace_s
         self.starting = starting  # (seconds since launch, the log's last line) while it starts
         self.proc: subprocess.Popen | None = None
+        self.mark = new_mark()  # in the server's environment, and its descendants'
         self.port = 0
         self.seen: dict[int, psutil.Process] = {}
 
@@ -196,7 +219,7 @@ class Launcher:
                 self.proc = subprocess.Popen(
                     argv, cwd=self.arm.cwd, stdin=subprocess.DEVNULL, stdout=log,
                     stderr=subprocess.STDOUT, start_new_session=True,
-                    env={**os.environ, **self.arm.environment},
+                    env={**os.environ, **self.arm.environment, MARK: self.mark},
                 )  # fmt: skip
             except OSError as exc:
                 raise LaunchError(f"cannot start server {argv[0]!r}: {exc.strerror}") from None
@@ -249,6 +272,7 @@ class Launcher:
             with contextlib.suppress(psutil.Error):
                 p.kill()  # psutil refuses a pid that was reused by another process
         proc.wait()
+        end_marked(self.mark)  # what left the group and the tree: a double fork, a daemon
 
 
 def _signal_group(pgid: int, sig: int) -> None:

@@ -30,6 +30,7 @@ def args_parser() -> argparse.ArgumentParser:
     p.add_argument("--spike-at", default="1", help="... in these requests (1-based, a,b,...)")
     p.add_argument("--die-at", type=int, default=0, help="SIGKILL itself in the Nth request")
     p.add_argument("--child", action="store_true", help="spawn a child process that sleeps")
+    p.add_argument("--stray", action="store_true", help="... one that leaves: double fork, setsid")
     p.add_argument("--exit-at-start", type=int, default=None, help="print and exit with code")
     p.add_argument(
         "--tokenize",
@@ -324,6 +325,9 @@ def main() -> None:
     if opts.child:
         sleeper = [sys.executable, "-c", "import time; time.sleep(600)", "scripted-child"]
         subprocess.Popen([*sleeper, opts.model])  # the model name marks it for orphan checks
+    if opts.stray:  # a daemon's double fork: out of the group, the session and the tree
+        leave = "import os, time\nif os.fork():\n    os._exit(0)\nos.setsid()\ntime.sleep(600)"
+        subprocess.run([sys.executable, "-c", leave, "scripted-stray", opts.model], check=True)
     if opts.load_spike_mb:  # a load-time transient: held, then given back before ready
         spike = bytearray(opts.load_spike_mb * 2**20)
         spike[::4096] = b"x" * len(spike[::4096])

@@ -1,10 +1,14 @@
 """The launcher against real processes: readiness, early exit, timeouts, and teardown that
-leaves nothing behind."""
+leaves nothing behind, not even a process that left the server's (or a build's) group."""
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 
+from harness.arms import builds
 from harness.arms.arms import make_arm
 from harness.arms.launcher import Launcher, LaunchError
 
@@ -25,6 +29,15 @@ def test_waits_through_loading_and_records_startup(tmp_path):
     assert not wait_no_survivors(marker)
     log = (tmp_path / "s.log").read_text()
     assert log.startswith("$ ") and "scripted server on port" in log
+
+
+def test_a_process_that_left_the_servers_group_and_tree_is_ended_too(tmp_path):
+    marker = unique_marker()
+    arm = make_arm(marker, serve_cmd=scripted("--stray", model=marker))
+    with Launcher(arm, tmp_path / "s.log") as server:
+        (stray,) = [p for p in survivors(marker) if "scripted-stray" in p.cmdline()]
+        assert stray.ppid() != server.pid and os.getsid(stray.pid) != server.pid
+    assert not wait_no_survivors(marker)
 
 
 def test_falls_back_to_v1_models_without_health(tmp_path):
@@ -77,4 +90,11 @@ def test_a_start_under_way_is_reported_with_its_logs_last_line(tmp_path):
     assert len(seen) >= 2 and [s for s, _ in seen] == sorted(s for s, _ in seen), seen
     assert seen[0][0] >= 0.5, seen  # not before the first half second
     assert seen[-1][1] == "loading: capturing CUDA graphs (1/1 s)", seen
+    assert not wait_no_survivors(marker)
+
+
+def test_what_a_build_leaves_running_is_ended_with_it(tmp_path):
+    marker = unique_marker()
+    leave = f"setsid {sys.executable} -c 'import time; time.sleep(300)' {marker} &"
+    assert builds._run(f"{leave} true", tmp_path, tmp_path / "build.log") == 0
     assert not wait_no_survivors(marker)
