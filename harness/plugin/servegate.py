@@ -36,6 +36,10 @@ class ServegateInvalid(ServegateError):
         self.result = result
 
 
+class ServegateUsageError(ServegateError, TypeError):
+    """An option the fixture sets itself (where the result goes) given by the test."""
+
+
 def cli_options(options: Mapping[str, object]) -> list[str]:
     """Keyword options as the CLI's: base_cmd="x" -> --base-cmd=x, quiet=True -> --quiet, a
     list or tuple repeats the option, None and False leave it out."""
@@ -94,7 +98,7 @@ class Servegate:
         saved = sorted(out.glob("*.json"))
         if not saved:
             raise _no_result("ab", proc)
-        doc = store.load(saved[0])
+        doc = _load(saved[0])
         result = gate_result(doc, saved[0], saved[0].with_suffix(".md"))
         if result.exit_code == 2:
             if check:
@@ -121,7 +125,7 @@ class Servegate:
         proc = self._harness(["run", "--quiet", f"--out={out}"], options, args, timeout, env)
         if not out.is_file() or out.stat().st_size == 0:
             raise _no_result("run", proc)
-        doc = store.load(out)
+        doc = _load(out)
         result = run_result(doc, out, proc.returncode)
         if result.verdict == "INVALID":
             if check:
@@ -133,7 +137,9 @@ class Servegate:
 
     def _folder(self, verb: str, options: Mapping, owned: str) -> Path:
         if owned in options:
-            raise TypeError(f"servegate.{verb}() writes into the test's tmp_path: no {owned}=")
+            raise ServegateUsageError(
+                f"servegate.{verb}() writes into the test's tmp_path: no {owned}="
+            )
         self.calls += 1
         folder = self.tmp_path / f"servegate-{verb}-{self.calls}"
         folder.mkdir(parents=True)
@@ -225,6 +231,14 @@ def _line(proc: subprocess.CompletedProcess) -> str:
             return line[len("error: ") :]
     lines = [ln for ln in (proc.stderr + "\n" + proc.stdout).splitlines() if ln.strip()]
     return lines[-1].strip() if lines else "no output"
+
+
+def _load(path: Path) -> Mapping:
+    """The saved result, or ServegateError naming why it cannot be read."""
+    try:
+        return store.load(path)
+    except (ValueError, OSError) as exc:  # ComparisonError is a ValueError
+        raise ServegateError(f"{path}: {exc}") from None
 
 
 def _no_result(verb: str, proc: subprocess.CompletedProcess) -> ServegateError:

@@ -12,7 +12,7 @@ from harness.report.tables import fmt_change, fmt_interval
 from harness.results import store
 from harness.results.checked import check_shard
 from harness.results.errors import ComparisonError
-from harness.results.verdicts import EXIT_MEANING
+from harness.results.verdicts import EXIT_CODES, EXIT_MEANING
 
 RANK = ("INVALID", "REGRESSION", "INCONCLUSIVE", "IMPROVEMENT", "PASS", "VALID", "NAMED")
 
@@ -63,8 +63,23 @@ def _metric_rows(comp: dict, suite: str, machine: str, source: str, where: str =
     ]
 
 
+SHARD_CODES = EXIT_CODES | {"VALID": 0, "NAMED": 0}  # a sweep's and a bisect's own words
+
+
 def read_shard(path: Path) -> Shard:
-    """One result file as a shard; ComparisonError for a file that is none of the three."""
+    """One result file as a shard; ComparisonError for a file that is none of the three, or
+    whose verdict is not a word servegate writes with the exit code it maps to (the verdict is
+    shown in a pull request and becomes a step output)."""
+    shard = _read_shard(path)
+    if SHARD_CODES.get(shard.verdict) != shard.exit_code:
+        raise ComparisonError(
+            f"{path}: verdict {shard.verdict[:40]!r} with exit code {shard.exit_code} is not a "
+            f"result servegate writes (one of {', '.join(SHARD_CODES)}, with its code)"
+        )
+    return shard
+
+
+def _read_shard(path: Path) -> Shard:
     doc = store.read_json(path)
     store.version(doc, path)
     schema = str(doc.get("schema", "")) if isinstance(doc, dict) else ""

@@ -18,7 +18,7 @@ from pytest_benchmark.logger import Logger
 from pytest_benchmark.stats import Stats
 from pytest_benchmark.storage.file import FileStorage
 
-from harness.plugin.servegate import Servegate, ServegateInvalid, cli_options
+from harness.plugin.servegate import Servegate, ServegateError, ServegateInvalid, cli_options
 from harness.report.benchmark_export import machine_id, stats
 
 from helpers import REPO
@@ -125,6 +125,23 @@ def test_an_invalid_run_raises_the_harness_one_line_reason(tmp_path):
     message = str(caught.value)
     assert message.startswith("harness ab INVALID: arm base crashed in round 1: server exited")
     assert "\n" not in message and caught.value.result.exit_code == 2
+
+
+def test_an_invalid_run_of_one_arm_raises_too(tmp_path):
+    marker = unique_marker()
+    suite = write_suite(tmp_path, SUITE.format(extra=""))
+    gate = Servegate(tmp_path=tmp_path, test="t", nodeid="t.py::t", cwd=tmp_path, storage=None)
+    failing = scripted("--fail-every 1", model=marker)  # every request an HTTP 500
+    with pytest.raises(ServegateInvalid) as caught:
+        gate.run(suite=suite, serve_cmd=failing)
+    assert not wait_no_survivors(marker)
+    said = "harness run INVALID: run 1: phase 'load': all 6 requests failed"
+    assert str(caught.value).startswith(said)
+    assert "\n" not in str(caught.value) and caught.value.result.verdict == "INVALID"
+    kept = gate.run(suite=suite, serve_cmd=failing, check=False)
+    assert kept.verdict == "INVALID" and not wait_no_survivors(marker)
+    with pytest.raises(ServegateError, match="writes into the test's tmp_path: no out="):
+        gate.run(suite=suite, out="x.json")
 
 
 def test_a_run_returns_each_metric_per_run_and_saves_them(tmp_path):

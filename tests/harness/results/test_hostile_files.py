@@ -234,6 +234,13 @@ MALFORMED = [
     ("sweep", "judgement.levels.c1.metrics.0", {"name": "tok_s", "verdict": "PASS"},
      "c1.metrics[0].ratio is missing", ("merge",)),
     ("bisect", "culprit", {"short": 5, "subject": "x"}, "culprit.short is 5", ("merge",)),
+    # a verdict merge would show in a pull request and write as a step output
+    ("ab", "comparison.verdict", "<b>PASS</b>\x1b[2J", "is not a result servegate writes",
+     ("merge",)),
+    ("ab", "comparison.verdict", "PASS\nverdict=PASS", "is not a result servegate writes",
+     ("merge",)),
+    ("ab", "comparison.exit_code", 1, "is not a result servegate writes", ("merge",)),
+    ("sweep", "judgement.verdict", "OK", "is not a result servegate writes", ("merge",)),
 ]  # fmt: skip
 
 
