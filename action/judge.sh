@@ -3,6 +3,12 @@
 # suite files (shipped suites come with the harness). A pull request that changes them is told
 # that its changes take effect once merged.
 set -euo pipefail
+# shellcheck source=action/lib.sh
+. "$(dirname "$0")/lib.sh"
+refuse base "$BASE"
+refuse head "$HEAD_REF"
+refuse project "$PROJECT"
+refuse suites "$SUITES" list
 out="$SERVEGATE_OUT" judge="$RUNNER_TEMP/servegate-judge"
 rm -rf "$judge" && mkdir -p "$judge"
 : >"$out/notes.md"
@@ -23,14 +29,14 @@ if [ -z "$base" ]; then
   echo "servegate: not a pull request and no base input: no A/B"
 elif ! base_sha=$(git rev-parse -q --verify "$base^{commit}"); then
   echo "::error::servegate: base $base is not in this clone; check out with fetch-depth: 0"
-  echo "SERVEGATE_INVALID=base $base is not in the clone (fetch-depth: 0)" >>"$GITHUB_ENV"
+  put "$GITHUB_ENV" SERVEGATE_INVALID "base $base is not in the clone (fetch-depth: 0)"
   base_sha=""
 fi
-{
-  echo "SERVEGATE_HEAD=$head_sha"
-  echo "SERVEGATE_BASE=$base_sha"
-  echo "SERVEGATE_PR=$(event pull_request.number)"
-} >>"$GITHUB_ENV"
+put "$GITHUB_ENV" SERVEGATE_HEAD "$head_sha"
+put "$GITHUB_ENV" SERVEGATE_BASE "$base_sha"
+pr=$(event pull_request.number)
+[[ $pr =~ ^[0-9]*$ ]] || pr=""
+put "$GITHUB_ENV" SERVEGATE_PR "$pr"
 
 # a path (has a slash or ends in .toml) is the repository's; anything else a shipped name
 from_base() {  # PATH: extract its folder from the base commit; the judged path, or "" if none
@@ -38,7 +44,7 @@ from_base() {  # PATH: extract its folder from the base commit; the judged path,
   git cat-file -e "$base_sha:$1" 2>/dev/null || return 0
   dir=$(dirname "$1")
   if [ "$dir" = . ]; then git show "$base_sha:$1" >"$judge/$1"; else
-    git archive "$base_sha" "$dir" | tar -x -C "$judge"; fi
+    git archive "$base_sha" -- "$dir" | tar -x -C "$judge"; fi
   echo "$judge/$1"
 }
 changed() {  # PATH: say when the pull request changes a file that judges it
@@ -50,15 +56,16 @@ if [ -n "$project" ]; then changed "$PROJECT"; else
   project="$PROJECT"
   [ -n "$base_sha" ] && echo "- The base branch has no \`$PROJECT\`: this pull request's own was used." >>"$out/notes.md"
 fi
-echo "SERVEGATE_PROJECT=$(realpath "$project")" >>"$GITHUB_ENV"
+put "$GITHUB_ENV" SERVEGATE_PROJECT "$(realpath -- "$project")"
 : >"$out/suites.tsv"
+set -f  # a list of names and paths, split on blanks, never expanded as globs
 for suite in $SUITES; do
   name=$(basename "$suite" .toml | tr -c 'A-Za-z0-9._\n-' '_')
   case "$suite" in
   */* | *.toml)
     path=$(from_base "$suite")
     if [ -n "$path" ]; then changed "$suite"; else
-      path=$(realpath "$suite")
+      path=$(realpath -- "$suite")
       [ -n "$base_sha" ] && echo "- \`$suite\` is new in this pull request: it was judged by its own." >>"$out/notes.md"
     fi ;;
   *) path="$suite" ;;

@@ -18,7 +18,7 @@ import yaml
 EXPRESSION = re.compile(r"\$\{\{\s*([^}]*?)\s*\}\}")
 FAKE_GH = '''#!{python}
 """gh, recording: `gh api` on a pull request's comments (list, POST, PATCH)."""
-import json, os, re, sys
+import json, os, sys
 state_file = os.environ["FAKE_GH_STATE"]
 state = {{"comments": [], "calls": []}}
 if os.path.exists(state_file):
@@ -32,16 +32,14 @@ if "-F" in args:
     key, _, value = args[args.index("-F") + 1].partition("=")
     body = open(value[1:]).read() if value.startswith("@") else value
 state["calls"].append({{"method": method, "path": path, "body": body}})
-if method == "GET":
+if method == "GET":  # one page of the issue's comments, as the API lists them
     number = int(path.split("/")[-2])
-    (text,) = re.findall(r'contains\\("((?:[^"\\\\]|\\\\.)*)"\\)', args[args.index("--jq") + 1])
-    marker = json.loads('"' + text + '"')
-    for c in state["comments"]:
-        if c["issue"] == number and marker in c["body"]:
-            print(c["id"])
+    print(json.dumps([{{"id": c["id"], "body": c["body"], "user": {{"login": c["user"]}}}}
+                      for c in state["comments"] if c["issue"] == number]))
 elif method == "POST":
     number = int(path.split("/")[-2])
-    state["comments"].append({{"id": 1000 + len(state["comments"]), "issue": number, "body": body}})
+    state["comments"].append({{"id": 1000 + len(state["comments"]), "issue": number, "body": body,
+                              "user": os.environ.get("FAKE_GH_USER", "github-actions[bot]")}})
 elif method == "PATCH":
     (c,) = [c for c in state["comments"] if c["id"] == int(path.split("/")[-1])]
     c["body"] = body
