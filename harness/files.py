@@ -4,6 +4,7 @@ or from inside the installed package, and output written whole or not at all."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
@@ -21,6 +22,22 @@ def shipped_dir(name: str) -> Path:
     source = _SOURCE_TREE / name
     in_checkout = (_SOURCE_TREE / "pyproject.toml").is_file() and source.is_dir()
     return source if in_checkout else _PACKAGED / name
+
+
+def open_append(path: Path):
+    """`path` opened to append text, as a regular file only: never through a link (a link
+    planted in its place would send the text elsewhere) and never blocking on a FIFO or a
+    device; OSError otherwise."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+    fd = os.open(path, flags, 0o666)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "a", encoding="utf-8")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:

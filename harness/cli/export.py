@@ -23,11 +23,13 @@ from harness.results.errors import ComparisonError
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
     required=True,
-    help="The file to write (never the input); a run JSON of N runs writes OUT, OUT-2, ... one "
-    "per run, each numbered one under a free name when that one exists (never replaced).",
+    help="The file to write (never the input; an existing OUT only with --force); a run JSON "
+    "of N runs writes OUT, OUT-2, ... one per run, each numbered one under a free name when "
+    "that one exists (never replaced).",
 )
 @click.option("--label", default="servegate", show_default=True, help="vLLM's `label` key.")
-def export(run_json, out, label):
+@click.option("--force", is_flag=True, help="Replace OUT if it exists (never the input).")
+def export(run_json, out, label, force):
     """Write the runs of a `harness run` JSON in vLLM's `vllm bench serve --save-result` shape
     (its keys: completed, request_throughput, output_throughput, mean_/median_/std_/p50..p99_
     of ttft, tpot, itl and e2el in ms, and the per-request lists), for tools that read those.
@@ -41,6 +43,8 @@ def export(run_json, out, label):
         if same_file(out, run_json):
             raise OutputError(f"--out {out} is the input {run_json}: not replaced")
         writable_file(out)
+        if out.exists() and not force:
+            raise OutputError(f"--out {out} exists: not replaced (--force replaces it)")
         # OUT is named; OUT-2, ... are not: each claimed under a free name (never replaced)
         paths = [out] + [
             claim_file(out.parent, [f"{out.stem}-{i}"], out.suffix) for i in range(2, 1 + len(runs))

@@ -11,6 +11,7 @@ import click
 from harness.cli.errors import InputError
 from harness.cli.finish import write_summary
 from harness.cli.outputs import OutputError, checked_summary
+from harness.files import open_append
 from harness.report.merge import merged_markdown, read_shard, worst
 from harness.results.errors import ComparisonError
 
@@ -55,7 +56,7 @@ def step_outputs(values: dict[str, str]) -> None:
     if not (path := os.environ.get("GITHUB_OUTPUT")):
         return
     try:
-        with open(path, "a", encoding="utf-8") as f:
+        with open_append(Path(path)) as f:
             f.writelines(f"{k}={v}\n" for k, v in values.items())
     except OSError as exc:
         click.echo(f"error: step outputs not written: {path}: {exc.strerror or exc}", err=True)

@@ -8,6 +8,7 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
+from harness.files import open_append
 from harness.names import claim_dir
 
 
@@ -34,9 +35,11 @@ def writable_file(path: Path) -> Path:
     if path.is_dir():
         raise OutputError(f"cannot write {path}: it is a directory")
     writable_dir(path.parent)
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise OutputError(f"cannot write {path}: not a regular file (a link, a FIFO, a device)")
     if path.exists():
         try:
-            with path.open("a"):
+            with open_append(path):
                 pass
         except OSError as exc:
             raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None

@@ -9,6 +9,7 @@ import shlex
 from pathlib import Path
 
 from harness.escape import code_span, fence, markdown
+from harness.files import open_append
 from harness.report.sentences import gate_warnings, trade_off
 from harness.report.tables import metric_rows, moved_rows
 from harness.results.verdicts import exit_meaning, is_simulated
@@ -170,7 +171,7 @@ def append_summary(text: str, targets: list[Path]) -> list[str]:
     errors = []
     for path in targets:
         try:
-            with open(path, "a", encoding="utf-8") as f:
+            with open_append(path) as f:
                 f.write(text + "\n")
         except OSError as exc:
             errors.append(f"summary not written: {path}: {exc.strerror or exc}")

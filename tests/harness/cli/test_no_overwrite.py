@@ -6,6 +6,7 @@ existing file it did not name; `merge --summary` never appends to a JSON input."
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from datetime import UTC, datetime
@@ -154,6 +155,24 @@ def test_export_never_replaces_its_input_nor_a_file_it_was_not_given(tmp_path):
     assert "vLLM result: o-2-2.json (o-2.json exists: not replaced)" in r.stdout, r.stdout
     for name in ("o.json", "o-2-2.json", "o-3.json"):
         assert json.loads((tmp_path / name).read_text())["completed"] == 4
+
+    # an existing OUT (here another run JSON) is replaced only with --force; a FIFO or a link
+    # planted as OUT is refused, never opened
+    other = tmp_path / "other.json"
+    other.write_bytes(before)
+    again = ("export", "run.json", "--out")
+    r = harness(*again, "other.json", cwd=tmp_path, cache=tmp_path / "cache", timeout=300)
+    assert r.returncode == 2 and "exists: not replaced (--force replaces it)" in r.stderr, r.stderr
+    assert other.read_bytes() == before
+    os.mkfifo(tmp_path / "fifo.json")
+    (tmp_path / "out.json").symlink_to(tmp_path / "elsewhere.json")
+    for planted in ("fifo.json", "out.json"):
+        r = harness(*again, planted, "--force", cwd=tmp_path, cache=tmp_path / "cache", timeout=60)
+        assert r.returncode == 2 and "not a regular file" in r.stderr, r.stderr
+    assert not (tmp_path / "elsewhere.json").exists()
+    r = harness(*again, "other.json", "--force", cwd=tmp_path, cache=tmp_path / "cache",
+                timeout=300)  # fmt: skip
+    assert r.returncode == 0 and json.loads(other.read_text())["completed"] == 4, r.stderr
 
 
 def test_compare_twice_in_one_folder_keeps_both_and_merge_never_appends_to_them(tmp_path):
