@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.arms.worktrees import RefError, _git, cache_dir, lock_path
+from harness.arms.worktrees import RefError, _git, cache_dir, cache_root, lock_path
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,10 +33,25 @@ def _size(path: Path) -> int:
     return sum(f.lstat().st_size for f in path.rglob("*") if f.is_file() or f.is_symlink())
 
 
+def linked_level(folder: Path) -> Path | None:
+    """The first level under the cache's root, down to `folder`, that is a symbolic link
+    (each checked with lstat), or None: gc removes nothing reached through a link."""
+    root = cache_root()
+    if not folder.is_relative_to(root):
+        return folder if folder.is_symlink() else None
+    path = root
+    for part in folder.relative_to(root).parts:
+        path = path / part
+        if path.is_symlink():
+            return path
+    return None
+
+
 def entries(repo: Path) -> list[Entry]:
-    """Every cached commit of `repo`: its worktree folder and `<sha>.build-*` files."""
+    """Every cached commit of `repo`: its worktree folder and `<sha>.build-*` files (none
+    where a level of the cache down to its folder is a link)."""
     folder = cache_dir(repo)
-    if not folder.is_dir():
+    if linked_level(folder) is not None or not folder.is_dir():
         return []
     by_sha: dict[str, list[Path]] = {}
     for path in folder.iterdir():
@@ -87,7 +102,8 @@ def remove(repo: Path, entry: Entry) -> list[str]:
     followed), and a folder is removed only as a real folder in the cache. Returns a line per
     path treated otherwise. Call it with the entry claimed (`claimed`)."""
     folder = cache_dir(repo)
-    real = folder.resolve()
+    if linked_level(folder) is not None:  # resolved through a link, a user's folder would pass
+        return [f"{folder}: reached through a symbolic link: nothing removed"]
     notes = []
     lock = lock_path(folder / entry.sha)
     for path in entry.paths:
@@ -97,7 +113,7 @@ def remove(repo: Path, entry: Entry) -> list[str]:
             path.unlink()
             notes.append(f"{path.name}: a symbolic link: the link removed, not what it leads to")
         elif path.is_dir():
-            if path.resolve().parent != real:
+            if path.parent != folder:
                 notes.append(f"{path.name}: not a folder in {folder}: left")
                 continue
             try:

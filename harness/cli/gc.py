@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from harness.arms.cache import claimed, entries, remove, stale
+from harness.arms.cache import claimed, entries, linked_level, remove, stale
 from harness.arms.worktrees import RefError, cache_dir, repo_root
 from harness.cli.errors import InputError
 
@@ -43,6 +43,9 @@ def gc(days, dry_run):
         ) from None
     now = time.time()
     folder = cache_dir(repo)
+    if (link := linked_level(folder)) is not None:
+        raise InputError(f"{link} is a symbolic link: gc never removes through one; nothing "
+                         "removed")  # fmt: skip
     cached = entries(repo)
     doomed = stale(cached, days, now)
     freed, busy = 0, 0

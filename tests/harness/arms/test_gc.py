@@ -91,6 +91,31 @@ def test_gc_never_follows_a_link_out_of_the_cache(tmp_path):
     assert not (folder / sha).is_symlink()
 
 
+def test_gc_removes_nothing_when_the_repositorys_folder_in_the_cache_is_a_link(tmp_path):
+    # the repository's own folder in the cache links to a user's folder that holds a folder
+    # named like a cached commit: resolved through the same link on both sides, it would pass
+    repo = ProjectRepo(tmp_path, "m")
+    sha = repo.git("rev-parse", "HEAD")
+    cache = tmp_path / "cache"
+    folder = _folder(repo, cache)
+    folder.parent.mkdir(parents=True)
+    users = tmp_path / "users-folder"
+    (users / sha).mkdir(parents=True)
+    (users / sha / "thesis.tex").write_text("years of work\n")
+    folder.symlink_to(users)
+    for level in (folder, folder.parent):  # the repository's folder, then the worktrees'
+        r = repo.harness("gc", "--older-than", "0", cache=cache)
+        assert r.returncode == 2 and "is a symbolic link" in r.stderr, r.stdout + r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
+        assert (users / sha / "thesis.tex").read_text() == "years of work\n"
+        if level is folder:  # now the level above: worktrees/ itself a link
+            folder.unlink()
+            folder.parent.rmdir()
+            (tmp_path / "linked").mkdir()
+            (tmp_path / "linked" / folder.name).symlink_to(users)
+            folder.parent.symlink_to(tmp_path / "linked")
+
+
 def test_gc_keeps_a_worktree_a_running_harness_holds_and_says_why(tmp_path):
     repo = ProjectRepo(tmp_path, "m")
     sha = repo.git("rev-parse", "HEAD")
