@@ -225,6 +225,10 @@ def _cargo(files: Snapshot) -> Shape | None:
     )  # fmt: skip
 
 
+CARGO_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # what Cargo allows a binary's name
+ENTRY_POINT = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+
+
 def cargo_binaries(files: Snapshot) -> list[tuple[str, str]]:
     """(binary, its manifest) of the root package and of the workspace's members."""
     root = _toml(files.text("Cargo.toml"))
@@ -244,8 +248,8 @@ def cargo_binaries(files: Snapshot) -> list[tuple[str, str]]:
             and files.has(_at(manifest[: -len("Cargo.toml")], "src/main.rs"))
         ):
             bins = [package]
-        found += [(str(b), manifest) for b in bins if b]
-    return found
+        found += [(str(b), manifest) for b in bins if b and CARGO_NAME.fullmatch(str(b))]
+    return found  # a name Cargo would refuse is never put into a command line
 
 
 def _python(files: Snapshot, mentions_api: Callable[[str], bool]) -> Shape | None:
@@ -260,7 +264,8 @@ def _python(files: Snapshot, mentions_api: Callable[[str], bool]) -> Shape | Non
         folder = src + package
         main = files.has(f"{folder}/__main__.py")
         script = next(((s, t) for s, t in sorted(meta.scripts.items())
-                       if t.split(":")[0].split(".")[0] == package), None)  # fmt: skip
+                       if ENTRY_POINT.fullmatch(t) and t.split(":")[0].split(".")[0] == package),
+                      None)  # fmt: skip
         if not (main or script) or not mentions_api(folder):
             continue
         if main:
@@ -316,7 +321,7 @@ def _at(folder: str, path: str) -> str:
 def _toml(text: str) -> dict:
     try:
         return tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):  # nested past the parser's depth too
         return {}
 
 

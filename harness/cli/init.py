@@ -16,6 +16,7 @@ from harness.adopt.workflow import workflow_text
 from harness.arms.project import FILE_NAME
 from harness.cli.errors import InputError
 from harness.escape import terminal
+from harness.files import write_atomic
 
 
 @click.command()
@@ -43,7 +44,11 @@ def init(root: Path, force: bool) -> None:
     harness init --dir ../my-server --force
     """
     project, workflow = root / FILE_NAME, root / WORKFLOW_PATH
-    if not force and (there := next((p for p in (project, workflow) if p.exists()), None)):
+    for folder in (workflow.parent.parent, workflow.parent):  # .github, .github/workflows
+        if folder.is_symlink():
+            raise InputError(f"{folder} is a symbolic link: nothing written through it")
+    there = next((p for p in (project, workflow) if p.exists() or p.is_symlink()), None)
+    if not force and there:
         raise InputError(f"{there} exists: nothing written (--force replaces it)")
     shape = recognise(snapshot(root), lambda folder: mentions_api(root, folder))
     if shape is None:
@@ -56,8 +61,8 @@ def init(root: Path, force: bool) -> None:
         click.echo(terminal(f"assumed: {guess.text}"))
     try:
         workflow.parent.mkdir(parents=True, exist_ok=True)
-        project.write_text(project_text(shape))
-        workflow.write_text(workflow_text(shape))
+        for path, text in ((project, project_text(shape)), (workflow, workflow_text(shape))):
+            write_atomic(path, text)  # a link in its place is replaced, never written through
     except OSError as exc:
         raise InputError(f"not written: {exc.filename}: {exc.strerror or exc}") from None
     click.echo(f"wrote {project}")

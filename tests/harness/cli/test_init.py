@@ -5,6 +5,8 @@ there, is exit 2 with one line and nothing written."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import yaml
 
@@ -116,3 +118,51 @@ def test_an_existing_file_is_kept_unless_forced(tmp_path, existing):
     assert forced.returncode == 0, forced.stderr
     assert (repo / existing).read_text() != "mine\n"
     load_project(repo / "servegate.toml")
+
+
+def test_links_are_never_written_through(tmp_path):
+    repo = shaped_repo(tmp_path / "cargo", SHAPES["cargo"])
+    outside = tmp_path / "outside.toml"
+    (repo / "servegate.toml").symlink_to(outside)  # dangling: a write would create it
+    one_line_error(cli("init", cwd=repo), "servegate.toml exists")
+    assert not outside.exists()
+    forced = cli("init", "--force", cwd=repo)  # the link itself replaced by the file
+    assert forced.returncode == 0, forced.stderr
+    assert not outside.exists() and not (repo / "servegate.toml").is_symlink()
+    (tmp_path / "elsewhere").mkdir()
+    (repo / ".github" / "workflows" / "servegate.yml").unlink()
+    (repo / ".github" / "workflows").rmdir()
+    (repo / ".github" / "workflows").symlink_to(tmp_path / "elsewhere")
+    one_line_error(cli("init", "--force", cwd=repo), "is a symbolic link: nothing written")
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+@pytest.mark.timeout(60)
+def test_a_fifo_or_a_nested_file_in_the_repository_cannot_hang_or_crash_init(tmp_path):
+    repo = shaped_repo(tmp_path / "python", SHAPES["python"])
+    (repo / "pyproject.toml").unlink()
+    os.mkfifo(repo / "pyproject.toml")  # nobody ever writes it
+    os.mkfifo(repo / "src" / "tiny_serve" / "blocking.py")
+    out = cli("init", cwd=repo)
+    assert out.returncode in (0, 2) and "Traceback" not in out.stderr, out.stderr
+    (repo / "pyproject.toml").unlink()
+    (repo / "pyproject.toml").write_text("a = " + "[" * 50_000 + "]" * 50_000 + "\n")
+    out = cli("init", "--force", cwd=repo)
+    assert out.returncode in (0, 2) and "Traceback" not in out.stderr, out.stderr
+    assert "RecursionError" not in out.stdout + out.stderr
+
+
+def test_names_from_a_manifest_never_reach_the_serve_line_unchecked(tmp_path):
+    evil = {
+        "cargo": {**SHAPES["cargo"], "Cargo.toml": '[package]\nname = "fast-serve"\n'
+                  '[[bin]]\nname = "x; touch pwned"\n[[bin]]\nname = "fast-serve"\n'},
+        "python": {**SHAPES["python"], "pyproject.toml": '[project]\nname = "tiny-serve"\n'
+                   '[project.scripts]\nevil = "tiny_serve.cli:main; touch pwned"\n'},
+    }  # fmt: skip
+    for shape, files in evil.items():
+        repo = shaped_repo(tmp_path / shape, files)
+        out = cli("init", cwd=repo)
+        assert "Traceback" not in out.stderr, out.stderr
+        written = repo / "servegate.toml"
+        assert not written.exists() or "pwned" not in written.read_text(), written.read_text()
+    assert "target/release/fast-serve" in (tmp_path / "cargo" / "servegate.toml").read_text()
