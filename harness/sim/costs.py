@@ -17,11 +17,16 @@ HARDWARE_DIVISORS = ("memory_bandwidth", "compute_efficiency", "memory_efficienc
 HARDWARE_FIGURES = (*HARDWARE_DIVISORS, "memory_bytes", "step_overhead_s", "layer_overhead_s")
 
 
-def _price(value: object, where: str, positive: bool = False) -> None:
+MAX_PRICE_S = 1e3  # seconds a token, a step or a layer: beyond any machine's
+MAX_FIGURE = 1e21  # bytes, bytes/s, FLOP/s: a zetta of any is no machine's
+
+
+def _price(value: object, where: str, positive: bool = False, most: float = MAX_PRICE_S) -> None:
+    """A finite number from 0 (or above it) to `most`: larger ones overflow a step's seconds."""
     ok = isinstance(value, int | float) and not isinstance(value, bool)
-    if not ok or not math.isfinite(value) or value < 0 or (positive and value == 0):
-        want = "a finite number > 0" if positive else "a finite number >= 0"
-        raise SimError(f"{where} is {value!r}, not {want}")
+    if not ok or not math.isfinite(value) or value < 0 or (positive and value == 0) or value > most:
+        low = "> 0" if positive else ">= 0"
+        raise SimError(f"{where} is {value!r}, not a finite number {low} and <= {most:g}")
 
 
 def check_costs(path: Path) -> None:
@@ -41,12 +46,13 @@ def check_costs(path: Path) -> None:
         if not isinstance(hw, dict):
             raise SimError(f"{where} hardware missing or not an object")
         for name in HARDWARE_FIGURES:
-            _price(hw.get(name), f"{where} hardware.{name}", name in HARDWARE_DIVISORS)
+            most = MAX_PRICE_S if name.endswith("_s") else MAX_FIGURE
+            _price(hw.get(name), f"{where} hardware.{name}", name in HARDWARE_DIVISORS, most)
         peaks = hw.get("peak_flops")
         if not isinstance(peaks, dict) or not peaks:
             raise SimError(f"{where} hardware.peak_flops missing or not an object of peaks")
         for kind, peak in peaks.items():
-            _price(peak, f"{where} hardware.peak_flops.{kind}", positive=True)
+            _price(peak, f"{where} hardware.peak_flops.{kind}", True, MAX_FIGURE)
         return
     coefficients = doc.get("coefficients")
     if not isinstance(coefficients, dict):

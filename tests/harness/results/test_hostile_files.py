@@ -304,7 +304,9 @@ def cost_model(decode_rows: float) -> dict:
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("value", [float("nan"), -0.5, float("inf")], ids=["nan", "neg", "inf"])
+@pytest.mark.parametrize(
+    "value", [float("nan"), -0.5, float("inf"), 1e308], ids=["nan", "neg", "inf", "huge"]
+)
 @pytest.mark.parametrize("verb", ["sim-run", "ab", "sweep"])
 def test_a_cost_model_that_would_never_end_is_refused(tmp_path, value, verb):
     costs = write(tmp_path / "costs.json", cost_model(value))
@@ -392,3 +394,19 @@ def test_every_shape_of_saved_runs_still_compares(tmp_path, shape):
     out = cli("compare", str(a), str(b), "--out-dir", str(tmp_path / "c"), cwd=tmp_path)
     assert out.returncode in (0, 1) and "rror" not in out.stderr, out.stderr
     assert len(list((tmp_path / "c").glob("*.md"))) == 1
+
+
+@pytest.mark.timeout(60)
+def test_a_fifo_or_a_link_as_merges_outputs_is_refused_not_opened(tmp_path, ab_doc, monkeypatch):
+    result = write(tmp_path / "ab.json", ab_doc)
+    os.mkfifo(tmp_path / "summary.md")
+    out = cli("merge", str(result), "--summary", str(tmp_path / "summary.md"), cwd=tmp_path)
+    one_line_error(out, "not a regular file")
+    os.mkfifo(tmp_path / "outputs")
+    (tmp_path / "link.md").symlink_to(tmp_path / "elsewhere.md")
+    monkeypatch.setenv("GITHUB_OUTPUT", str(tmp_path / "outputs"))
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "link.md"))
+    out = cli("merge", str(result), cwd=tmp_path)  # neither blocks nor follows
+    assert out.returncode == ab_doc["comparison"]["exit_code"], out.stderr
+    errors = [line for line in out.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 2 and not (tmp_path / "elsewhere.md").exists(), out.stderr
