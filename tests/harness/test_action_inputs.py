@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO
-from helpers.actions_runner import FAKE_GH, read_env
+from helpers.actions_runner import FAKE_GH, Runner, read_env
 
 
 def git(repo: Path, *args: str) -> str:
@@ -163,3 +163,23 @@ def test_the_comment_is_ours_by_marker_and_author(job, tmp_path):
     assert ours["user"] == "github-actions[bot]" and ours["body"].rstrip().endswith(marker)
     methods = [c["method"] for c in json.loads(state.read_text())["calls"]]
     assert methods == ["GET", "POST", "GET", "PATCH"]
+
+
+@pytest.mark.parametrize(
+    "inputs, said",
+    [
+        ({"base": "main\nBASH_ENV=/tmp/evil"}, "holds a control character"),
+        ({"head": "--output=PWNED"}, "starts with '-'"),
+        ({"project": "--help"}, "starts with '-'"),
+    ],  # fmt: skip
+)
+def test_the_whole_action_stops_at_a_hostile_input(job, tmp_path, inputs, said):
+    repo, _, _, _ = job
+    runner = Runner(tmp_path, repo)
+    given = {"harness": str(Path(sys.executable).with_name("harness"))} | inputs
+    event = {"pull_request": {"number": 7, "base": {"ref": "main"}}}
+    run = runner.run(REPO, given, "pull_request", event)
+    assert run.exit_code == 2 and said in run.log, run.log
+    assert run.steps_run[-1] == "the judge from the base branch"
+    assert "BASH_ENV" not in run.env and not list(repo.glob("PWNED*"))
+    assert runner.gh_calls() == []

@@ -148,8 +148,10 @@ def evaluate(template: str, context: dict) -> str:
     def one(match: re.Match) -> str:
         value = context
         for part in match.group(1).split("."):
+            if value is None:  # a step that never ran (the job stopped before it): empty
+                return ""
             assert isinstance(value, dict), f"unsupported expression: {match.group(0)}"
-            value = value.get(part, "") if value is not context else value[part]
+            value = value.get(part) if value is not context else value[part]
         return value if isinstance(value, str) else ""
 
     return EXPRESSION.sub(one, template)
