@@ -111,6 +111,7 @@ def test_a_sweep_of_a_suite_with_a_search_runs_only_its_levels(tmp_path):
     [
         ("max = 20000", "capacity.max must be at most 10000 req/s"),
         ('mode = "concurrency"\nmax = 100000', "capacity.max must be at most 4096 clients"),
+        ('mode = "concurrency"\nstart = 1000000', "capacity needs 0 < start <= max"),
         ("budget_s = 5", "10 <= budget_s <= 3600"),
         ("steps = 500", "2 <= steps <= 50"),
     ],  # fmt: skip
