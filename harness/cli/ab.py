@@ -60,7 +60,7 @@ from harness.results.errors import ComparisonError
 from harness.results.metrics import Method
 from harness.results.verdicts import exit_meaning, is_simulated
 from harness.runs.ab import ABRunner, ab_result, finished
-from harness.runs.budget import Budget
+from harness.runs.budget import Budget, search_within
 from harness.runs.plan import (
     default_refs,
     label_arms,
@@ -291,6 +291,7 @@ def ab(
     if sim_costs is not None:
         simulated_ab(suite, plans, sim_costs, null_arm, out_dir, summary_file)
     suite, notes = unsampled_memory(suite, plans)
+    suite = search_within(suite, budget_minutes, len(plans) * rounds)
     try:
         stamp_dir = fresh_dir(stamp_dir)  # this A/B's logs and runs, never another's
     except OutputError as e:

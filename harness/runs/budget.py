@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import psutil
 
@@ -56,3 +56,13 @@ def budget_note(minutes: float, rounds: int, metrics: list[dict]) -> str:
         f"the budget of {minutes:g} min ended after {rounds} round(s), before the gate "
         f"decided{resolvable} (more minutes or a quieter machine resolve smaller changes)"
     )
+
+
+def search_within(suite, minutes: float | None, runs: int):
+    """`suite` with its capacity search held to half of one run's share of the budget (at
+    least 10 s): a search runs in every run of every arm, and the gate must end within
+    `--budget-minutes` searches and all."""
+    if not minutes or suite.capacity is None:
+        return suite
+    share = max(10.0, min(suite.capacity.budget_s, minutes * 60 / max(runs, 1) / 2))
+    return replace(suite, capacity=replace(suite.capacity, budget_s=share))

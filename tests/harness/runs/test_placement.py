@@ -181,3 +181,17 @@ def test_a_start_that_fails_before_any_run_is_the_whole_invalid(tmp_path):
     result = ABRunner(load_suite("smoke"), plans, tmp_path, 3, 3, measure=measure).run()
     assert result["comparison"]["invalid"] == ["arm base crashed in round 1: out of memory"]
     assert result["comparison"]["verdict"] == "INVALID"
+
+
+def test_a_budget_holds_each_capacity_search_to_half_a_runs_share(tmp_path):
+    from harness.runs.budget import search_within
+    from harness.workload.suite import load_suite
+
+    text = ('model = "m"\n[[phase]]\nname = "p"\n[slo]\nttft_ms = 100\n'
+            "[capacity]\nbudget_s = 300\n")  # fmt: skip
+    (tmp_path / "s.toml").write_text(text)
+    suite = load_suite(str(tmp_path / "s.toml"))
+    assert search_within(suite, None, 6) is suite
+    assert search_within(suite, 10, 6).capacity.budget_s == 50  # 600 s / 6 runs / 2
+    assert search_within(suite, 600, 6).capacity.budget_s == 300  # never beyond its own
+    assert search_within(suite, 0.5, 6).capacity.budget_s == 10  # nor under 10 s
