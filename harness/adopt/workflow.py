@@ -4,6 +4,8 @@ text, so it ships inside the package."""
 
 from __future__ import annotations
 
+import re
+
 from harness.adopt.shapes import Shape
 
 PATH = ".github/workflows/servegate.yml"
@@ -38,7 +40,7 @@ jobs:
       - uses: actions/setup-python@v5
         with:
           python-version: "3.11"
-@MODEL@      - uses: servegate/servegate@v1
+@MODEL@      - uses: @ACTION@
         with:
           suites: @SUITE@  # shipped suites: `harness suites`; or paths to your own .toml
           budget-minutes: @BUDGET@  # builds included: the rounds are planned to end inside it
@@ -59,10 +61,15 @@ MODEL_STEP = """\
 """
 
 
-def workflow_text(shape: Shape) -> str:
+ACTION = "servegate/servegate@v1"  # the major tag the release workflow moves to each v1.x.y
+ACTION_REF = re.compile(r"[\w.-]+/[\w.-]+(/[\w./-]+)?@[\w./-]+|\./[\w./-]+")
+
+
+def workflow_text(shape: Shape, action: str = ACTION) -> str:
     runner = GPU_RUNNER if shape.gpu else CPU_RUNNER
     return (
-        TEMPLATE.replace("@RUNNER@", runner)
+        TEMPLATE.replace("@ACTION@", action)
+        .replace("@RUNNER@", runner)
         .replace("@MODEL@", MODEL_STEP if shape.model else "")
         .replace("@SUITE@", SUITE)
         .replace("@BUDGET@", str(BUDGET_MINUTES))

