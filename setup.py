@@ -8,6 +8,7 @@ DATA = {"harness._data.suites": "suites", "harness._data.templates": "templates"
 
 setup(
     packages=find_packages(include=["engine*", "harness*"]) + list(DATA),
+    py_modules=["servegate_pytest"],  # the pytest plugin, under a name no repository shadows
     package_dir=DATA,
     package_data={
         "engine": [

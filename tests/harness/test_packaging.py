@@ -122,8 +122,8 @@ def test_the_wheel_registers_the_pytest_plugin(wheel_env):
         text = z.read(eps).decode()
         (meta,) = [n for n in names if n.endswith(".dist-info/METADATA")]
         extras = z.read(meta).decode()
-    assert "[pytest11]\nservegate = harness.plugin.pytest_plugin\n" in text
-    assert {"harness/plugin/pytest_plugin.py", "harness/plugin/servegate.py"} <= set(names)
+    assert "[pytest11]\nservegate = servegate_pytest\n" in text
+    assert {"servegate_pytest.py", "harness/plugin/servegate.py"} <= set(names)
     assert "Provides-Extra: pytest" in extras
     assert 'Requires-Dist: pytest-benchmark>=4; extra == "pytest"' in extras
     assert not any(line.startswith("Requires-Dist: torch") and "extra" not in line

@@ -29,7 +29,7 @@ from helpers.suites import SUITE, write_suite
 
 pytest_plugins = ["pytester"]
 
-PLUGIN = "harness.plugin.pytest_plugin"
+PLUGIN = "servegate_pytest"
 EXAMPLE = REPO / "docs" / "examples" / "test_serving.py"
 # a 50 ms scripted TTFT dwarfs a loaded CPU's noise
 GATE = "[gate]\nttft_p50_ms = 0.2"
@@ -188,4 +188,22 @@ def test_the_plugin_imports_none_of_the_harness_until_a_test_asks():
         "print(sorted(m for m in sys.modules if m.startswith(('harness', 'numpy', 'click'))))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == str(["harness", "harness.plugin", PLUGIN])
+    assert out.stdout.strip() == "[]"  # not even the harness package
+
+
+def test_a_repository_with_its_own_harness_package_runs_its_tests(tmp_path):
+    # pytest loads servegate's plugin in every session; a repository whose own top-level
+    # package is `harness` shadows ours, so the plugin must not live (or import) there
+    (tmp_path / "harness").mkdir()
+    (tmp_path / "harness" / "__init__.py").write_text("NAME = 'theirs'\n")
+    (tmp_path / "test_theirs.py").write_text(
+        "import harness\n\n\ndef test_it():\n    assert harness.NAME == 'theirs'\n"
+    )
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin_args(),
+           "test_theirs.py"]  # fmt: skip
+    done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
+    helped = subprocess.run([*cmd[:-1], "--help"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=120)  # fmt: skip
+    assert "--servegate-args" in helped.stdout  # the plugin loaded beside their package

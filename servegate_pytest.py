@@ -1,8 +1,9 @@
 """servegate's pytest plugin (entry point `pytest11: servegate`): the `servegate` fixture, whose
-`ab(...)` and `run(...)` run the harness for a test (plugin/servegate.py), and the options that
-say where their results also go in pytest-benchmark's shape and what every run adds. pytest
-loads it into every session where servegate is installed, so it imports none of the harness
-until a test asks."""
+`ab(...)` and `run(...)` run the harness for a test (harness/plugin/servegate.py), and the
+options that say where their results also go in pytest-benchmark's shape and what every run
+adds. pytest loads it into every session where servegate is installed, in every repository:
+so it is a top-level module of its own name (a repository's own `harness` package cannot
+shadow it) and imports none of the harness until a test asks."""
 
 from __future__ import annotations
 
