@@ -6,6 +6,7 @@ verb. Jenkins's ProcessTreeKiller finds a build's strays by its BUILD_ID cookie 
 from __future__ import annotations
 
 import contextlib
+import time
 import uuid
 
 import psutil
@@ -28,16 +29,31 @@ def marked(mark: str) -> list[psutil.Process]:
     return found
 
 
+SCANS = 20  # at most, until two in a row find none
+SCAN_GAP_S = 0.05
+
+
 def end_marked(mark: str, grace_s: float = 2.0) -> int:
-    """TERM every process carrying `mark`, KILL those alive after `grace_s`; how many there
-    were."""
-    procs = marked(mark)
-    for proc in procs:
-        with contextlib.suppress(psutil.Error):
-            proc.terminate()
-    _, alive = psutil.wait_procs(procs, timeout=grace_s)
-    for proc in alive:
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
-    psutil.wait_procs(alive, timeout=grace_s)
-    return len(procs)
+    """TERM every process carrying `mark`, KILL those alive after `grace_s`, and look again
+    until two scans in a row find none (a process caught between fork and exec can hide its
+    environment from one scan, and one just forked was not there for it); how many ended."""
+    ended, empty = 0, 0
+    for _ in range(SCANS):
+        procs = marked(mark)
+        if not procs:
+            empty += 1
+            if empty == 2:
+                break
+            time.sleep(SCAN_GAP_S)
+            continue
+        empty = 0
+        for proc in procs:
+            with contextlib.suppress(psutil.Error):
+                proc.terminate()
+        _, alive = psutil.wait_procs(procs, timeout=grace_s)
+        for proc in alive:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        psutil.wait_procs(alive, timeout=grace_s)
+        ended += len(procs)
+    return ended
