@@ -145,7 +145,7 @@ def _sglang(files: Snapshot) -> Shape | None:
     return Shape(
         "SGLang", f"a Python package named sglang in {where}", "sglang",
         "{worktree}/.venv/bin/python -m sglang.launch_server --model-path {model} "
-        "--port {port} {flags}",
+        "--port {port} --enable-metrics {flags}",  # /metrics is off without it
         build=VENV + f".venv/bin/pip install -e '{where}[all]'",
         build_timeout=GPU_BUILD_TIMEOUT, model=HUB_MODEL, ready_path="/health",
         ready_timeout=GPU_READY_TIMEOUT, gpu=True, gauge="sglang:num_used_tokens",

@@ -44,7 +44,7 @@ jobs:
         with:
           suites: @SUITE@  # shipped suites: `harness suites`; or paths to your own .toml
           budget-minutes: @BUDGET@  # builds included: the rounds are planned to end inside it
-          # also: base (default: the pull request's base branch), head (default: HEAD),
+@EXTRAS@          # also: base (default: the pull request's base branch), head (default: HEAD),
           # project (default: servegate.toml), comment and history ("true"/"false"),
           # args (more arguments for `harness ab`, such as "--devices 0,1")
 """
@@ -56,6 +56,9 @@ CPU_RUNNER = """\
     runs-on: ubuntu-latest"""
 
 
+GPU_EXTRAS = """\
+          extras: gpu  # nvidia-ml-py: each arm's device memory read through NVML
+"""
 MODEL_STEP = """\
       # check: the model servegate.toml names must be on the runner (or a step here fetch it)
 """
@@ -71,6 +74,7 @@ def workflow_text(shape: Shape, action: str = ACTION) -> str:
         TEMPLATE.replace("@ACTION@", action)
         .replace("@RUNNER@", runner)
         .replace("@MODEL@", MODEL_STEP if shape.model else "")
+        .replace("@EXTRAS@", GPU_EXTRAS if shape.gpu else "")
         .replace("@SUITE@", SUITE)
         .replace("@BUDGET@", str(BUDGET_MINUTES))
     )

@@ -23,7 +23,8 @@ EXPECTED = {
     "vllm": ("vLLM", "{worktree}/.venv/bin/vllm serve {model} --port {port} {flags}",
              "VLLM_USE_PRECOMPILED=1 .venv/bin/pip install -e .", True),
     "sglang": ("SGLang", "{worktree}/.venv/bin/python -m sglang.launch_server --model-path "
-               "{model} --port {port} {flags}", ".venv/bin/pip install -e './python[all]'", True),
+               "{model} --port {port} --enable-metrics {flags}",
+               ".venv/bin/pip install -e './python[all]'", True),
     "llama.cpp": ("llama.cpp", "{worktree}/build/bin/llama-server -m {model} --port {port} {flags}",
                   "CCACHE_NOHASHDIR=1 cmake --build build --target llama-server -j\"$(nproc)\"",
                   False),
@@ -84,6 +85,7 @@ def test_init_writes_a_project_file_that_validates_and_a_workflow(tmp_path, shap
     (step,) = [s for s in yaml.safe_load(workflow)["jobs"]["gate"]["steps"] if "with" in s
                and s.get("uses", "").startswith("servegate/")]  # fmt: skip
     assert set(step["with"]) <= set(yaml.safe_load((REPO / "action.yml").read_text())["inputs"])
+    assert step["with"].get("extras") == ("gpu" if gpu else None)  # NVML for a GPU server
 
     # every verb takes the file: both arms planned from it (a dry run builds nothing)
     git(repo, "add", "-A")
