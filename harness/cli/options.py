@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from harness.arms.arms import ArmError
-from harness.arms.project import RESIDENCY, find_project
+from harness.arms.project import RESIDENCY, find_project, load_project
 from harness.arms.worktrees import repo_root
 from harness.escape import terminal
 from harness.load.workers import STREAMS_PER_PROC, auto_procs, usable_cores
@@ -401,7 +401,9 @@ def project_option(command: Callable) -> Callable:
         metavar="FILE",
         help="The project file that says how to build and serve a commit [default: "
         "servegate.toml at the repository's root; env: SERVEGATE_PROJECT]. CI passes the "
-        "base branch's, so a pull request cannot change how it is judged.",
+        "base branch's, so a pull request cannot change how it is judged. For arms given by "
+        "command or URL, what it says of any server applies: its device-memory gauges, its "
+        "device variable, its budget.",
     )(command)
 
 
@@ -464,13 +466,14 @@ def arm_context(
     project_file: Path | None = None,
 ) -> Context:
     """The repository and project file when any arm is a git ref (raises RefError or
-    ProjectError for a folder without them); `--isolated` only means something then."""
+    ProjectError for a folder without them); `--isolated` only means something then. Without
+    one, `--project FILE` still gives every arm what the file says of any server: its
+    device-memory gauges, its device variable and its budget."""
     if not check_sides(sides):
         if isolated:
             raise ArmError("--isolated applies to arms served from git refs, and none is")
-        if project_file:
-            raise ArmError("--project applies to arms served from git refs, and none is")
-        return Context(suite, model=model, flags=flags, api_key=api_key)
+        project = load_project(project_file) if project_file else None
+        return Context(suite, project=project, model=model, flags=flags, api_key=api_key)
     repo = repo_root(Path.cwd())
     project = find_project(repo, project_file)
     return Context(suite, repo, project, model, flags, isolated, api_key, build)

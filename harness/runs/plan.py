@@ -122,15 +122,19 @@ def plan_arm(name: str, side: Side, ctx: Context) -> ArmPlan:
     env = parse_env(side.env, side.option("env"))
     model = ctx.model or (ctx.project.model if ctx.project and side.launched_from_git else "")
     model = model or ctx.suite.model
+    gauges = {"gauges": ctx.project.gauges, "gauge_scale": ctx.project.gauge_scale} if (
+        ctx.project and not side.launched_from_git) else {}  # fmt: skip
     if side.url:
-        arm = url_arm(model, side.url, side.pid, side.option("url"), api_key=ctx.api_key)
+        arm = url_arm(model, side.url, side.pid, side.option("url"), api_key=ctx.api_key,
+                      **gauges)  # fmt: skip
         _flags_reach(arm, name, flags_for(side, ctx, "")[1])
         desc = {"label": arm.url, "ref": None, "commit": None, "cmd": None}
         return ArmPlan(name, arm, desc | {"flags": [], "env": {}})
     if side.cmd:
         server = program(side.cmd)
         flags, sources = flags_for(side, ctx, server)
-        arm = command_arm(model, flags, side.cmd, side.option("cmd"), env=env, api_key=ctx.api_key)
+        arm = command_arm(model, flags, side.cmd, side.option("cmd"), env=env, api_key=ctx.api_key,
+                          **gauges)  # fmt: skip
         arm = _flags_reach(arm, name, sources)
         desc = {"label": server, "ref": None, "commit": None, "cmd": side.cmd}
         return ArmPlan(name, arm, desc | {"flags": flags.split(), "env": dict(env)})

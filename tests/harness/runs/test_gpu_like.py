@@ -5,15 +5,20 @@ is what the scripted server makes certain: its gauge, its TTFT and ITL, its devi
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
 import pytest
 
+from harness.arms.arms import make_arm
+from harness.arms.launcher import Launcher
 from harness.stats.compare import compare_rounds
 
-from helpers.cli import harness, saved_result, valid_attempt
-from helpers.gpu_repo import GpuRepo
+from helpers.arms import scripted
+from helpers.cli import exit_agrees, harness, saved_result, valid_attempt
+from helpers.gpu_repo import SUITE, GpuRepo
+from helpers.processes import unique_marker, wait_no_survivors
 
 pytestmark = pytest.mark.timing  # scripted effects of 1.2x and more on real time: alone
 
@@ -114,3 +119,49 @@ def test_a_budget_shortens_the_rounds_and_says_what_they_could_resolve(tmp_path)
         assert "too few rounds for an interval: no change is resolvable" in note
     assert n < 9 and n * 2 * 1.0 < 0.3 * 60  # fewer rounds than planned; each start is 1 s
     assert "budget of 0.3 min" in r.stdout
+
+
+DEVICE_PROJECT = """\
+[server]
+name = "any-server"
+serve = "unused {port} {model}"  # arms given by command or URL: only what applies to any server
+
+[server.device_memory]
+gauges = ["scripted:device_memory_bytes"]
+"""
+DEVICE_SUITE = SUITE.split("[gate]")[0] + "[gate]\npeak_device_bytes = 0.10\n"
+TIMES = "--ttft-ms 40 --itl-ms 20"  # 180 ms a request: every scrape sees 4 streams open
+
+
+def test_device_memory_from_the_gauge_for_command_and_url_arms(tmp_path):
+    marker = unique_marker()
+    (tmp_path / "p.toml").write_text(DEVICE_PROJECT)
+    (tmp_path / "suite.toml").write_text(DEVICE_SUITE)
+
+    def attempt(n: int):
+        out = tmp_path / f"out{n}"
+        r = harness("ab", "--quiet", "--suite", "suite.toml", "--project", "p.toml",
+                    "--base-cmd", scripted(f"{TIMES} --device-bytes 1e9", model=marker),
+                    "--head-cmd", scripted(f"{TIMES} --device-bytes 1.3e9 --tag b", model=marker),
+                    "--rounds", "2", "--max-rounds", "2", "--out-dir", str(out),
+                    cwd=tmp_path, cache=tmp_path / "cache")  # fmt: skip
+        return r, saved_result(out)
+
+    r, result = valid_attempt(attempt)
+    assert not wait_no_survivors(marker)
+    assert r.returncode == 1, r.stdout + r.stderr
+    (device,) = [m for m in result["comparison"]["metrics"] if m["name"] == "peak_device_bytes"]
+    assert device["verdict"] == "REGRESSION"
+    assert (device["base_value"], device["head_value"]) == (1e9 * 1.04, 1.3e9 * 1.04)
+
+    serve = scripted(f"{TIMES} --device-bytes 1e9", model=marker)
+    with Launcher(make_arm(marker, serve_cmd=serve), tmp_path / "url.log") as server:
+        got = harness("run", "--quiet", "--suite", "suite.toml", "--project", "p.toml",
+                      "--url", server.url, "--out", "url.json", cwd=tmp_path,
+                      cache=tmp_path / "cache")  # fmt: skip
+    assert not wait_no_survivors(marker)
+    (run,) = json.loads((tmp_path / "url.json").read_text())["runs"]
+    exit_agrees(got, {"runs": [run]})
+    assert run["summary"]["peak_device_bytes"] == 1e9 * 1.04
+    sources = {p["memory"]["peak_device_source"] for p in run["phases"].values()}
+    assert sources == {"server /metrics: scripted:device_memory_bytes"}
