@@ -9,6 +9,7 @@ import string
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from harness.results.verdicts import INCONCLUSIVE_CHOICES
 from harness.workload import schema
 
 FILE_NAME = "servegate.toml"
@@ -61,6 +62,7 @@ class Project:
     gauges: tuple[str, ...] = ()  # [server.device_memory] gauges
     gauge_scale: float = 1.0  # bytes per unit of those gauges
     budget_minutes: float | None = None  # [gate]: what a CI job gives an A/B (`--budget-minutes`)
+    inconclusive: str | None = None  # [gate]: "fail" makes an undecided A/B exit 1
     isolated: dict = field(default_factory=dict)  # [server.isolated]: what --isolated replaces
 
     def variant(self, isolated: bool) -> Project:
@@ -100,11 +102,17 @@ def load_project(path: Path) -> Project:
         raise ProjectError(f"{path}: {exc}") from None
 
 
+GATE = {"budget_minutes": schema.NUMBER, "inconclusive": str}
+
+
 def parse_project(data: dict, path: Path) -> Project:
     schema.check_table(data, {"server": schema.TABLE, "gate": schema.TABLE}, "the file")
-    gate = schema.check_table(data.get("gate", {}), {"budget_minutes": schema.NUMBER}, "[gate]")
+    gate = schema.check_table(data.get("gate", {}), GATE, "[gate]")
     if not 0 < gate.get("budget_minutes", 1) <= 7 * 24 * 60:
         raise ProjectError(f"[gate] budget_minutes must be above 0, got {gate['budget_minutes']!r}")
+    if gate.get("inconclusive", "pass") not in INCONCLUSIVE_CHOICES:
+        raise ProjectError(f'[gate] inconclusive must be "pass" or "fail", got '
+                           f"{gate['inconclusive']!r}")  # fmt: skip
     server = schema.check_table(data.get("server", {}), SERVER, "[server]")
     if not server.get("serve"):
         raise ProjectError('[server] needs serve = "COMMAND TEMPLATE with {port}"')
@@ -159,6 +167,7 @@ def parse_project(data: dict, path: Path) -> Project:
         gauges=tuple(gauges),
         gauge_scale=float(memory.get("scale", 1)),
         budget_minutes=gate.get("budget_minutes"),
+        inconclusive=gate.get("inconclusive"),
         isolated=isolated,
     )
 

@@ -26,6 +26,7 @@ from harness.cli.options import (
     devices_option,
     dry_run_option,
     harness_command,
+    inconclusive_option,
     print_plan,
     project_option,
     quiet_wait_option,
@@ -131,7 +132,10 @@ def print_verdict(console: Console, ab: dict) -> None:
     trade = trade_off(comp)  # what paid for what, right after the verdict
     said = f"{verdict_words(comp)}: {trade}" if trade else comp["verdict"]
     console.print(  # one line whatever the terminal's width: scripts grep it
-        terminal(f"verdict: {said} (exit {code}: {exit_meaning(code, is_simulated(comp))})"),
+        terminal(
+            f"verdict: {said} (exit {code}: "
+            f"{exit_meaning(code, is_simulated(comp), comp['verdict'])})"
+        ),
         highlight=False,
         markup=False,
         soft_wrap=True,
@@ -203,6 +207,7 @@ def ab_ending(result: dict, out_dir: Path, interrupted: bool = False) -> Ending:
 @residency_option
 @devices_option
 @budget_option
+@inconclusive_option
 @quiet_wait_option
 @report_options
 def ab(
@@ -222,6 +227,7 @@ def ab(
     residency,
     devices,
     budget_minutes,
+    inconclusive,
     quiet_wait_s,
     out_dir,
     ready_timeout,
@@ -274,6 +280,7 @@ def ab(
         label_arms(plans, sides)
         devices = placed_devices(devices, ctx.project, plans)
         budget_minutes = budget_minutes or (ctx.project.budget_minutes if ctx.project else None)
+        inconclusive = inconclusive or (ctx.project.inconclusive if ctx.project else None)
     except (SuiteError, ArmError, RefError, ProjectError, OutputError) as e:
         raise input_error(e) from None
     if dry_run:
@@ -308,6 +315,7 @@ def ab(
         start_together=together(plans, residency, devices),
         devices=devices,
         budget=Budget.from_start(budget_minutes) if budget_minutes else None,
+        inconclusive=inconclusive or "pass",
         notes=notes,
         quiet_wait_s=quiet_wait_s or 0.0,
         say=lambda line: console.print(line, highlight=False, markup=False, soft_wrap=True),

@@ -19,6 +19,7 @@ from harness.arms.project import RESIDENCY, find_project, load_project
 from harness.arms.worktrees import repo_root
 from harness.escape import terminal
 from harness.load.workers import STREAMS_PER_PROC, auto_procs, usable_cores
+from harness.results.verdicts import INCONCLUSIVE_CHOICES
 from harness.runs.plan import ArmPlan, Context, Side, check_sides, together
 from harness.sim.costs import check_costs
 from harness.sim.simulated_run import sim_argv
@@ -295,6 +296,17 @@ def budget_option(command: Callable) -> Callable:
         "planned to end inside it, and when it ends before the gate decides, the verdict is "
         "INCONCLUSIVE with the smallest change the rounds could resolve. [default: "
         "servegate.toml's [gate] budget_minutes, else none]",
+    )(command)
+
+
+def inconclusive_option(command: Callable) -> Callable:
+    return click.option(
+        "--inconclusive",
+        type=click.Choice(INCONCLUSIVE_CHOICES),
+        default=None,
+        help="What a gate that cannot decide exits with: pass (0) or fail (1; the verdict stays "
+        "INCONCLUSIVE, said as failing). [default: servegate.toml's [gate] inconclusive, else "
+        "pass]",
     )(command)
 
 

@@ -42,7 +42,7 @@ def _why(comparison: dict) -> str:
         return f"{names} undecided after {comparison['rounds']} rounds (not a pass: add rounds)"
     if bad and comparison["verdict"] != "PASS":
         return ", ".join(f"{m['name']} {(m['ratio'] - 1) * 100:+.1f}%" for m in bad)
-    return exit_meaning(comparison["exit_code"], is_simulated(comparison))
+    return exit_meaning(comparison["exit_code"], is_simulated(comparison), comparison["verdict"])
 
 
 def metric_table(comparison: dict) -> str:

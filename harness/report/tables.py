@@ -51,7 +51,7 @@ def verdict_line(comparison: dict) -> str:
     a trade-off says first what paid for what (then the regressed and improved lists would only
     repeat it)."""
     code = comparison["exit_code"]
-    meaning = exit_meaning(code, is_simulated(comparison))
+    meaning = exit_meaning(code, is_simulated(comparison), comparison["verdict"])
     line = f"# {markdown(verdict_words(comparison))}: "
     if trade := trade_off(comparison):  # a saved result's names are read back from a file
         line += f"{markdown(trade)}; "

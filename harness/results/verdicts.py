@@ -29,8 +29,15 @@ def is_simulated(comparison: dict) -> bool:
     return any(m.get("method") == Method.SIMULATED for m in comparison["metrics"])
 
 
-def exit_meaning(code: int, simulated: bool = False) -> str:
-    """What the exit code says; a simulation is deterministic, so it has no error rate."""
+UNDECIDED_FAILS = "nothing regressed, but the gate could not decide, and this one fails then"
+INCONCLUSIVE_CHOICES = ("pass", "fail")  # what an undecided gate exits with: 0, or 1
+
+
+def exit_meaning(code: int, simulated: bool = False, verdict: str = "") -> str:
+    """What the exit code says; a simulation is deterministic, so it has no error rate. An
+    INCONCLUSIVE that exits 1 is a team's choice (`--inconclusive fail`), not a regression."""
+    if code == 1 and verdict == Verdict.INCONCLUSIVE:
+        return UNDECIDED_FAILS
     if code == 1 and simulated:
         return "a gated metric is worse beyond tolerance in the simulation"
     return EXIT_MEANING[code]

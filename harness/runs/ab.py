@@ -67,6 +67,7 @@ class ABRunner:
     # (plan.together): by default one at a time, start, measure, stop, then the next
     devices: tuple[str, ...] = ()  # where arms run; two or more: at once, one device each
     budget: Budget | None = None  # the job's time: rounds end inside it (runs/budget.py)
+    inconclusive: str = "pass"  # what an undecided gate exits with: 0 (pass) or 1 (fail)
     notes: list[str] = field(default_factory=list)  # said with the verdict (what is not gated)
     quiet_wait_s: float = 0.0  # before each round, wait up to this for a quiet machine
     say: Callable[[str], None] = lambda _: None  # noqa: E731  # a line for the user (the wait)
@@ -233,6 +234,7 @@ class ABRunner:
             metrics = comparison.to_dict()["metrics"]
             note = budget_note(self.budget.minutes, comparison.rounds, metrics)
             comparison.warnings.insert(0, note)
+        undecided(comparison, self.inconclusive)
         return {
             "rounds": self.rounds,
             "crash": crash,
@@ -343,6 +345,14 @@ def workload_mismatch(rounds: list[dict]) -> str | None:
         )  # fmt: skip
         return f"{e}" + (f" ({'; '.join(diff)})" if diff else "")
     return None
+
+
+def undecided(comparison: Comparison, choice: str) -> None:
+    """The team's choice for a gate that could not decide: with "fail", INCONCLUSIVE exits 1
+    (the verdict stays what it is, and the result says why it failed)."""
+    if comparison.verdict == Verdict.INCONCLUSIVE and choice == "fail":
+        comparison.exit_code = 1
+        comparison.warnings.insert(0, "INCONCLUSIVE fails this gate (--inconclusive fail)")
 
 
 def ab_result(suite: Suite, plans: dict[str, ArmPlan], outcome: dict, command: str) -> dict:

@@ -107,7 +107,8 @@ def test_suites_are_never_globbed(job):
     [({"BUDGET_MINUTES": "x"}, "'budget-minutes' must be a number of minutes above 0"),
      ({"BUDGET_MINUTES": "0"}, "'budget-minutes' must be a number of minutes above 0"),
      ({"BUDGET_MINUTES": "-5"}, "'budget-minutes' must be a number of minutes above 0"),
-     ({"ARGS": "--head-flags \"--max-num-seqs 8"}, "'args' cannot be split as a shell would")],
+     ({"ARGS": "--head-flags \"--max-num-seqs 8"}, "'args' cannot be split as a shell would"),
+     ({"INCONCLUSIVE": "maybe"}, "'inconclusive' must be pass or fail")],
 )  # fmt: skip
 def test_a_bad_budget_or_args_is_one_line_and_invalid(job, inputs, said):
     repo, env, files, out = job
@@ -134,10 +135,11 @@ def test_args_are_split_as_a_shell_would_and_never_globbed(job, tmp_path):
     args = "--head-flags \"--max-num-seqs 8\" '*.toml'"
     done = step("gate.sh", repo, env | {"SERVEGATE_BASE": "b", "SERVEGATE_HEAD": "h",
                                          "SERVEGATE_BIN": str(bin_dir)},
-                BUDGET_MINUTES="", ARGS=args)  # fmt: skip
+                BUDGET_MINUTES="", ARGS=args, INCONCLUSIVE="fail")  # fmt: skip
     assert done.returncode == 0, done.stderr
     argv = json.loads(seen.read_text())
     assert argv[-3:] == ["--head-flags", "--max-num-seqs 8", "*.toml"]
+    assert argv[argv.index("--inconclusive") + 1] == "fail"  # the input reaches every A/B
 
 
 def test_the_comment_is_ours_by_marker_and_author(job, tmp_path):

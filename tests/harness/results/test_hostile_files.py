@@ -410,3 +410,11 @@ def test_a_fifo_or_a_link_as_merges_outputs_is_refused_not_opened(tmp_path, ab_d
     assert out.returncode == ab_doc["comparison"]["exit_code"], out.stderr
     errors = [line for line in out.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 2 and not (tmp_path / "elsewhere.md").exists(), out.stderr
+
+
+def test_merge_takes_an_undecided_result_its_team_fails(tmp_path, ab_doc):
+    # INCONCLUSIVE exits 0, or 1 where the team chose --inconclusive fail: both written by us
+    doc = mutate(mutate(ab_doc, "comparison.verdict", "INCONCLUSIVE"), "comparison.exit_code", 1)
+    out = cli("merge", str(write(tmp_path / "r.json", doc)), cwd=tmp_path)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert "INCONCLUSIVE" in out.stdout
