@@ -89,6 +89,15 @@ def fmt_interval(m: dict, pct: bool = False) -> str:
     return f"range {cell}" if m["method"] == Method.MINMAX else cell
 
 
+def look_bound(m: dict) -> str:
+    """The one-sided bounds the gate's look judged a change by, where they decided a verdict
+    the 95% CI alone would not explain: "look bound [0.842, 1.011] (each side 99.96%)"."""
+    lo, hi, alpha = m.get("evidence_low"), m.get("evidence_high"), m.get("alpha")
+    if None in (lo, hi, alpha) or m["verdict"] not in ("INCONCLUSIVE", "REGRESSION", "IMPROVEMENT"):
+        return ""
+    return f"look bound [{lo:.3f}, {hi:.3f}] (each side {(1 - alpha) * 100:.2f}%)"
+
+
 def metric_rows(comparison: dict) -> list[dict]:
     noise = {n["name"]: n for n in comparison.get("noise", [])}
     rows = []
@@ -105,7 +114,8 @@ def metric_rows(comparison: dict) -> list[dict]:
                 "ci_pct": fmt_interval(m, pct=True),
                 "tolerance": f"{m['tolerance'] * 100:g}%",
                 "verdict": (f"PASS: {c}" if (c := clear_change(m)) else m["verdict"])
-                + (f" ({m['note']})" if m["note"] else ""),
+                + (f" ({m['note']})" if m["note"] else "")
+                + (f"; {b}" if (b := look_bound(m)) else ""),
                 "noise": _fmt_noise(n),
                 "method": m["method"],
                 "mde": fmt_mde(m),

@@ -45,3 +45,16 @@ def test_the_choice_in_the_project_file_is_checked(tmp_path):
     path.write_text('[server]\nserve = "s --port {port}"\n[gate]\ninconclusive = "maybe"\n')
     with pytest.raises(ProjectError, match='inconclusive must be "pass" or "fail"'):
         load_project(path)
+
+
+def test_the_report_row_shows_the_bound_that_decided_beside_the_95_percent_ci():
+    from harness.report.tables import metric_rows
+
+    one = comparison([112.0, 125.0, 126.0]).to_dict()
+    (m,) = one["metrics"]
+    assert m["ci_low"] > 1 > m["evidence_low"]  # the 95% CI alone would read as a regression
+    (row,) = metric_rows(one)
+    assert row["verdict"].startswith("INCONCLUSIVE; look bound [")
+    assert f"[{m['evidence_low']:.3f}, {m['evidence_high']:.3f}]" in row["verdict"]
+    (passed,) = metric_rows(comparison([100.0, 101.0, 99.0]).to_dict())
+    assert "look bound" not in passed["verdict"]  # a PASS is explained by its CI
