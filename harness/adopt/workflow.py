@@ -49,7 +49,12 @@ jobs:
           # args (more arguments for `harness ab`, such as "--devices 0,1")
 """
 GPU_RUNNER = """\
-    # check: a GPU server needs a self-hosted runner with a GPU; these are its labels
+    # check: a GPU server needs a self-hosted runner with a GPU; these are its labels. A pull
+    # request's code is built and run there: one from a fork runs only once it is pushed to a
+    # branch of this repository by someone who read it (GitHub's advice for self-hosted runners)
+    if: >-
+      github.event_name != 'pull_request' ||
+      github.event.pull_request.head.repo.full_name == github.repository
     runs-on: [self-hosted, gpu]"""
 CPU_RUNNER = """\
     # check: GitHub's hosted runner (2 to 4 cores); a busy runner makes a noisy gate

@@ -86,6 +86,8 @@ def test_init_writes_a_project_file_that_validates_and_a_workflow(tmp_path, shap
                and s.get("uses", "").startswith("servegate/")]  # fmt: skip
     assert set(step["with"]) <= set(yaml.safe_load((REPO / "action.yml").read_text())["inputs"])
     assert step["with"].get("extras") == ("gpu" if gpu else None)  # NVML for a GPU server
+    guard = yaml.safe_load(workflow)["jobs"]["gate"].get("if", "")
+    assert ("head.repo.full_name == github.repository" in guard) == gpu  # no fork on its runner
 
     # every verb takes the file: both arms planned from it (a dry run builds nothing)
     git(repo, "add", "-A")
