@@ -16,7 +16,7 @@ def test_a_harness_only_install_says_how_to_get_the_engine(missing):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     (line,) = done.stderr.strip().splitlines()
-    assert f"needs {missing}" in line and "pip install 'servegate[engine]'" in line
+    assert f"needs {missing}" in line and "servegate[engine] @ git+https://" in line
 
 
 def test_the_console_script_is_the_entry():
