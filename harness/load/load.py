@@ -314,22 +314,20 @@ class LoadDriver:
         if answer is None and stop_after is None:
             await self._read_raw(resp, rec)
             return
-        stream = Stream(rec, answer)
-        pending, size = b"", 0
+        stream, size = Stream(rec, answer), 0
         async for data in resp.content.iter_any():
             now, size = self.now(), size + len(data)
             if size > stream_cap(rec.max_tokens):
                 rec.error = too_long(rec.max_tokens)
                 break
-            *lines, pending = (pending + data).split(b"\n")
-            stream.read(now, lines)
+            stream.feed(now, data)
             if stream.done or rec.error:
                 break
             if stop_after is not None and rec.client_tokens >= stop_after:
                 rec.cancelled = True
                 return
-        if not (stream.done or rec.error) and pending.strip():
-            stream.read(self.now(), [pending])
+        if not (stream.done or rec.error):
+            stream.flush(self.now())
         ended(rec, stream)
 
     async def _read_raw(self, resp: aiohttp.ClientResponse, rec: RequestRecord) -> None:

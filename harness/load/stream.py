@@ -25,6 +25,18 @@ class Stream:
         self.rec, self.answer, self.done = rec, answer, False
         self.last: float | None = None  # the read time of the stream's latest token
         self.text = hashlib.sha256()
+        self.pending = b""  # a line the reads so far have not finished
+
+    def feed(self, now: float, data: bytes) -> None:
+        """One read's bytes: each line it completes is an event stamped with its time."""
+        *lines, self.pending = (self.pending + data).split(b"\n")
+        self.read(now, lines)
+
+    def flush(self, now: float) -> None:
+        """The stream ended: a last line without its newline is read too."""
+        if self.pending.strip():
+            self.read(now, [self.pending])
+        self.pending = b""
 
     def read(self, now: float, lines: list[bytes]) -> None:
         rec, tokens = self.rec, 0
@@ -75,16 +87,15 @@ def parse(rec: RequestRecord, chunks: list[tuple[float, bytes]], complete: bool 
     """The record of a stream from its reads (time, bytes) as they came: each event stamped
     with the time of the read that completed its line, as if parsed then. `complete`: read to
     its end (else cut short on purpose or by a failure already recorded)."""
-    stream, pending = Stream(rec, None), b""
+    stream = Stream(rec, None)
     try:
         for now, data in chunks:
-            *lines, pending = (pending + data).split(b"\n")
-            stream.read(now, lines)
+            stream.feed(now, data)
             if stream.done or rec.error:
                 break
         else:
-            if pending.strip():
-                stream.read(chunks[-1][0], [pending])
+            if chunks:
+                stream.flush(chunks[-1][0])
     except StreamError as exc:
         rec.error = f"{type(exc).__name__}: {exc}"[:500]
     if complete:
