@@ -80,6 +80,16 @@ def _umask() -> int:
     return mask
 
 
+def read_regular(path: Path, size: int) -> bytes:
+    """At most `size` bytes of a regular file, opened without blocking (a FIFO with no writer,
+    a device or a socket would hang or never end: OSError "not a regular file")."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        return f.read(size)
+
+
 def read_capped(
     path: Path, limit: int, what: str, error: type[Exception], *, within: Path | None = None
 ) -> bytes:
@@ -91,11 +101,7 @@ def read_capped(
     try:
         if within is not None and not path.resolve().is_relative_to(Path(within).resolve()):
             raise error(f"{what} {path}: a link out of {within}, not read")
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise error(f"{what} {path}: not a regular file")
-            data = f.read(limit + 1)
+        data = read_regular(path, limit + 1)
     except OSError as exc:
         raise error(f"{what} {path}: {exc.strerror or exc}") from None
     if len(data) > limit:

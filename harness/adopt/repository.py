@@ -4,9 +4,10 @@ paths exist, relative to its root. The one door to the filesystem; shapes.py rea
 from __future__ import annotations
 
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
+
+from harness.files import read_regular
 
 MANIFESTS = ("pyproject.toml", "setup.py", "setup.cfg", "CMakeLists.txt", "Cargo.toml")
 SKIP = {".git", ".venv", "venv", "node_modules", "build", "target", "dist", "__pycache__",
@@ -64,21 +65,12 @@ def mentions_api(root: Path, package: str) -> bool:
 
 
 def _bytes(path: Path, limit: int) -> bytes:
-    """At most `limit` bytes of a regular file; nothing from a FIFO, a device or a folder
-    (opened without blocking, then checked), so no file of a repository can hang init."""
+    """At most `limit` bytes of a regular file; nothing from a FIFO, a device or a folder, so
+    no file of a repository can hang init."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        return read_regular(path, limit)
     except OSError:
         return b""
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return b""
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read(limit)
-    except OSError:
-        return b""
-    finally:
-        os.close(fd)
 
 
 def _read(path: Path, limit: int) -> str:
