@@ -17,7 +17,7 @@ from harness.load.baton import Baton, turn
 from harness.load.cancels import cancelled
 from harness.load.prompts import Prompt
 from harness.load.record import RequestRecord
-from harness.load.server_reads import ERROR_CAP, read_capped
+from harness.load.server_reads import ERROR_CAP, read_body
 from harness.load.stream import OVER_LONG, Stream, ended, error_text, parse
 from harness.workload.suite import Phase
 
@@ -267,7 +267,7 @@ class LoadDriver:
                 async with self.session.post(self.base + path, json=body) as resp:
                     rec.status = resp.status
                     if resp.status != 200:
-                        body = await read_capped(resp, ERROR_CAP)
+                        body = await read_body(resp, ERROR_CAP)
                         rec.error = error_text(body.decode("utf-8", "replace"))
                     else:
                         await self._read_stream(resp, rec, answer, after_tokens)

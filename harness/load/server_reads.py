@@ -22,7 +22,7 @@ class ServerReadError(ValueError):
     """An answer that could not be read whole within the cap and the deadline; one line."""
 
 
-async def read_capped(resp: aiohttp.ClientResponse, cap: int) -> bytes:
+async def read_body(resp: aiohttp.ClientResponse, cap: int) -> bytes:
     """The body, or ServerReadError when it is longer than `cap` bytes."""
     body = bytearray()
     async for chunk in resp.content.iter_chunked(1 << 16):
@@ -46,7 +46,7 @@ async def fetch(
     try:
         async with asyncio.timeout(deadline_s):
             async with session.request(method, url, **kwargs) as resp:
-                return resp.status, await read_capped(resp, cap)
+                return resp.status, await read_body(resp, cap)
     except TimeoutError:
         path = url.split("//", 1)[-1].partition("/")[2]
         raise ServerReadError(f"/{path} did not answer within {deadline_s:g} s") from None
