@@ -18,7 +18,7 @@ from harness.arms.arms import ArmError
 from harness.arms.project import RESIDENCY, find_project, load_project
 from harness.arms.worktrees import repo_root
 from harness.escape import terminal
-from harness.load.workers import STREAMS_PER_PROC, auto_procs, usable_cores
+from harness.load.workers import STREAMS_PER_PROC, procs_for
 from harness.results.verdicts import INCONCLUSIVE_CHOICES
 from harness.runs.plan import ArmPlan, Context, Side, check_sides, together
 from harness.sim.costs import check_costs
@@ -60,7 +60,7 @@ def rounds_line(looks: tuple[int, ...], extend_to: int | None) -> str:
 def client_line(suite: Suite) -> str | None:
     """`client processes: N` when more than one fires the requests, or how `auto` picks."""
     if suite.client_procs == AUTO:
-        n = auto_procs(max(p.clients for p in suite.phases), usable_cores())
+        n = procs_for(suite)
         return f"client processes: auto, {n} here" if n > 1 else None
     return f"client processes: {suite.client_procs}" if suite.client_procs > 1 else None
 

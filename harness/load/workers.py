@@ -20,7 +20,7 @@ from harness.load.frozen_gc import frozen_gc
 from harness.load.load import LoadDriver, finish, make_session
 from harness.load.prompts import Prompt
 from harness.load.record import RequestRecord
-from harness.workload.suite import Phase
+from harness.workload.suite import Phase, Suite
 
 STREAMS_PER_PROC = 32  # what one process reads on time (docs/measurement.md, dated)
 
@@ -34,6 +34,13 @@ def auto_procs(streams: int, cores: int | None) -> int:
     """`client_procs = "auto"`: a process per STREAMS_PER_PROC streams, at most one per
     usable core (at least one)."""
     return max(1, min(-(-streams // STREAMS_PER_PROC), cores or 1))
+
+
+def procs_for(suite: Suite) -> int:
+    """The client processes a run of `suite` fires from: its `client_procs`, or for `auto`
+    one per STREAMS_PER_PROC of the most clients any phase has, up to this machine's cores."""
+    most = max(p.clients for p in suite.phases)
+    return suite.client_procs or auto_procs(most, usable_cores())
 
 
 def split(units: list[int], clients: int, n: int) -> list[tuple[list[int], int]]:
@@ -79,7 +86,7 @@ class ClientWorkers:
             reader.start()
         stopping = asyncio.ensure_future(_stop_when(stop, self.conns[: len(shares)]))
         records: list[RequestRecord] = []
-        read_by: dict[int, list[tuple[float, int]]] = {}  # each worker's token reads
+        by_worker: dict[int, list[RequestRecord]] = {}  # whose loop read each record
         ended = 0
         try:
             while ended < len(shares):
@@ -88,10 +95,12 @@ class ClientWorkers:
                     if payload.raw is not None:  # read raw there, parsed here: off its loop
                         finish(payload)
                     records.append(payload)
-                    read_by.setdefault(w, []).extend((self.t0 + t, k) for t, k in payload.reads)
+                    by_worker.setdefault(w, []).append(payload)
                     on_done(payload)
                 elif kind == "end":
-                    self.probes.append(LagProbe(*payload, tokens_at=read_by.get(w, [])))
+                    probe = LagProbe(*payload)
+                    probe.saw(by_worker.get(w, []), self.t0)
+                    self.probes.append(probe)
                     ended += 1
                 else:  # the process is gone: its unfinished requests failed
                     ended += 1

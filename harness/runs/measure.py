@@ -33,7 +33,7 @@ from harness.load.prompts import (
     dataset_prompts,
 )
 from harness.load.server_reads import fetch_json
-from harness.load.workers import auto_procs, client_workers, usable_cores
+from harness.load.workers import client_workers, procs_for
 from harness.results.store import schema
 from harness.runs.machine import git_commit, harness_version, machine_facts
 from harness.runs.validity import judge
@@ -230,8 +230,8 @@ async def _drive(
         model = await served_model(session, server.url, arm.model)
         counter = TokenCounter(session, server.url, model)
         extras = {"served_model": model, "tokenizer": await counter.detect()}
-        procs = suite.client_procs or auto_procs(clients, usable_cores())
-        with client_workers(procs, server.url, model, t0, clients, arm.api_key) as workers:
+        with client_workers(procs_for(suite), server.url, model, t0, clients,
+                            arm.api_key) as workers:  # fmt: skip
             driver = LoadDriver(session, server.url, model, t0, baton, workers)
             metrics = MetricsEndpoint(session, server.url)
             gauges = GaugeWatch(metrics, arm.gauges, arm.gauge_scale) if arm.gauges else None
