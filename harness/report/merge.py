@@ -12,7 +12,7 @@ from harness.report.tables import fmt_change, fmt_interval
 from harness.results import store
 from harness.results.checked import check_shard
 from harness.results.errors import ComparisonError
-from harness.results.verdicts import EXIT_CODES, EXIT_MEANING
+from harness.results.verdicts import EXIT_CODES, EXIT_MEANING, INCONCLUSIVE_EXIT
 
 RANK = ("INVALID", "REGRESSION", "INCONCLUSIVE", "IMPROVEMENT", "PASS", "VALID", "NAMED")
 
@@ -63,7 +63,13 @@ def _metric_rows(comp: dict, suite: str, machine: str, source: str, where: str =
     ]
 
 
-SHARD_CODES = EXIT_CODES | {"VALID": 0, "NAMED": 0}  # a sweep's and a bisect's own words
+# the exit codes a result with each verdict carries: a sweep's and a bisect's own words too,
+# and an INCONCLUSIVE whichever its team chose (--inconclusive)
+SHARD_CODES = {v: {c} for v, c in EXIT_CODES.items()} | {
+    "INCONCLUSIVE": set(INCONCLUSIVE_EXIT.values()),
+    "VALID": {0},
+    "NAMED": {0},
+}
 
 
 def read_shard(path: Path) -> Shard:
@@ -71,8 +77,7 @@ def read_shard(path: Path) -> Shard:
     whose verdict is not a word servegate writes with the exit code it maps to (the verdict is
     shown in a pull request and becomes a step output)."""
     shard = _read_shard(path)
-    undecided_fails = shard.verdict == "INCONCLUSIVE" and shard.exit_code == 1  # its choice
-    if SHARD_CODES.get(shard.verdict) != shard.exit_code and not undecided_fails:
+    if shard.exit_code not in SHARD_CODES.get(shard.verdict, ()):
         raise ComparisonError(
             f"{path}: verdict {shard.verdict[:40]!r} with exit code {shard.exit_code} is not a "
             f"result servegate writes (one of {', '.join(SHARD_CODES)}, with its code)"

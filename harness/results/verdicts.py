@@ -30,7 +30,8 @@ def is_simulated(comparison: dict) -> bool:
 
 
 UNDECIDED_FAILS = "nothing regressed, but the gate could not decide, and this one fails then"
-INCONCLUSIVE_CHOICES = ("pass", "fail")  # what an undecided gate exits with: 0, or 1
+INCONCLUSIVE_EXIT = {"pass": 0, "fail": 1}  # a team's choice for an undecided gate: its code
+INCONCLUSIVE_CHOICES = tuple(INCONCLUSIVE_EXIT)
 
 
 def exit_meaning(code: int, simulated: bool = False, verdict: str = "") -> str:

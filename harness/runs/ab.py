@@ -14,7 +14,7 @@ from harness.arms.launcher import LaunchError, reopen, stop_all
 from harness.load.baton import Baton
 from harness.load.phase import Progress
 from harness.results.store import schema
-from harness.results.verdicts import EXIT_CODES, INVALID, Verdict
+from harness.results.verdicts import EXIT_CODES, INCONCLUSIVE_EXIT, INVALID, Verdict
 from harness.runs.budget import Budget, budget_note
 from harness.runs.cold import Measured, measure_cold, server_log
 from harness.runs.measure import Started, start_arm
@@ -350,8 +350,9 @@ def workload_mismatch(rounds: list[dict]) -> str | None:
 def undecided(comparison: Comparison, choice: str) -> None:
     """The team's choice for a gate that could not decide: with "fail", INCONCLUSIVE exits 1
     (the verdict stays what it is, and the result says why it failed)."""
-    if comparison.verdict == Verdict.INCONCLUSIVE and choice == "fail":
-        comparison.exit_code = 1
+    code = INCONCLUSIVE_EXIT[choice]
+    if comparison.verdict == Verdict.INCONCLUSIVE and code != comparison.exit_code:
+        comparison.exit_code = code
         comparison.warnings.insert(0, "INCONCLUSIVE fails this gate (--inconclusive fail)")
 
 
