@@ -2,8 +2,8 @@
 numbers. Each reading event loop reads, beside the streams, a loopback TCP connection on which
 a small writer process sends a message due every millisecond, stamped with when it was due:
 how long after that each was read is a token's read lag, measured on the path a token takes
-(the socket, the loop, a task woken to read). Its median over the phase's time is the read
-lag a token arriving at a random moment met. A timer on the loop
+(the socket, the loop, a task woken to read); each token the phase read is given the lag of
+the messages read nearest it, and the quantiles are over those tokens. A timer on the loop
 also records how late it woke (the share of the phase the loop was behind); the loop thread's
 CPU time over the phase says how close to a whole core it ran; each stream counts the tokens
 that came in one read with another of its tokens (docs/measurement.md, "The client's own
@@ -41,8 +41,8 @@ LAG_ITL_SHARE = 0.25  # ... and beyond it, a quarter of the phase's median token
 @dataclass(slots=True)
 class LagProbe:
     """Started before a phase's load and stopped after it, on the loop that reads the streams:
-    the writer's messages' read lags (`reads`: when each was written, how many ms it waited)
-    and the timer's lags."""
+    the writer's messages' read lags (`reads`: when each was due, how many ms it waited), the
+    timer's lags, and (`saw`) when the phase's tokens were read."""
 
     lags_ms: list[float] = field(default_factory=list)
     cpu_s: float = 0.0
@@ -172,8 +172,8 @@ def read_lag_ms(lags_ms: list[float], wall_ms: float, q: float) -> float:
 
 
 def client_summary(probes: list[LagProbe], tokens: int, coalesced: int, processes: int = 1) -> dict:
-    """A phase's `client`: the read lag (p50, p95: over the window's time) and the share of the
-    phase behind of the loop that read the slowest (the run's own, or its client workers'
+    """A phase's `client`: the read lag (p50, p95, per token) and the share of the phase
+    behind of the loop that read the slowest (the run's own, or its client workers'
     while they fired), its wake-ups' lags (p50, p95, max), the busiest loop's CPU share, and the
     share of the tokens that arrived in a read with another of the same stream's tokens."""
     lags = sorted(lag for p in probes for lag in p.lags_ms)
@@ -208,7 +208,7 @@ def lag_bound_ms(itl_p50_ms: float | None) -> float:
 
 def client_fell_behind(phase: str, client: dict, itl_p50_ms: float | None) -> str | None:
     """One line when the phase's reads waited past the bound at the median, else None. The
-    median over the phase's time, not a tail: a loop behind most of the time is the client's
+    median token, not a tail: a loop behind most of the time is the client's
     own backlog, while a few late wake-ups are the machine preempting it (noise the rounds
     average)."""
     lag = client.get("read_lag_p50_ms")
