@@ -46,7 +46,7 @@ class Arm:
     api_key: str = ""  # sent as Authorization: Bearer; never written to a report
     residency: str = RESIDENCY[0]  # one at a time; "together" where its project file says so
     ready_timeout_s: float = READY_TIMEOUT_S  # how long its cold start may take
-    device: str = ""  # where it runs ({device}, and device_env in its environment); "" = unplaced
+    device: str = ""  # where it runs, as device_env takes it: "3", or a group "2,3"; "" = unplaced
     device_env: str = DEVICE_ENV
     gauges: tuple[str, ...] = ()  # /metrics gauges of its device memory (project file)
     gauge_scale: float = 1.0  # bytes per unit of those gauges
@@ -75,7 +75,8 @@ class Arm:
             "model": shlex.quote(self.model),
             "flags": self.flags,
             "worktree": shlex.quote(str(self.cwd.resolve())),
-            "device": shlex.quote(self.device or "0"),
+            "device": shlex.quote((self.device or "0").split(",")[0]),  # a group's first
+            "devices": shlex.quote(self.device or "0"),
         }
         try:
             return shlex.split(self.template.format_map(values))

@@ -13,7 +13,7 @@ from harness.results.verdicts import INCONCLUSIVE_CHOICES
 from harness.workload import schema
 
 FILE_NAME = "servegate.toml"
-SERVE_PLACEHOLDERS = {"python", "port", "model", "flags", "worktree", "device"}
+SERVE_PLACEHOLDERS = {"python", "port", "model", "flags", "worktree", "device", "devices"}
 BUILD_PLACEHOLDERS = {"python", "worktree", "commit"}
 ALLOWED = {"serve": SERVE_PLACEHOLDERS, "build": BUILD_PLACEHOLDERS, "python": {"worktree"}}
 SERVER = {
@@ -33,7 +33,7 @@ RESIDENCY = ("one-at-a-time", "together")
 ISOLATED = {"build": str, "python": str, "env": schema.TABLE, "build_timeout": schema.NUMBER}
 BUILD_TIMEOUT_S = 1800.0  # a build that runs longer is stopped: exit 2 with its log's tail
 READY_TIMEOUT_S = 180.0  # a server that is not ready by then failed to start
-DEVICE_ENV = "CUDA_VISIBLE_DEVICES"  # set to the arm's device when --devices places it
+DEVICE_ENV = "CUDA_VISIBLE_DEVICES"  # set to the arm's device (or group) when --devices places it
 
 
 class ProjectError(ValueError):
@@ -173,14 +173,27 @@ def parse_project(data: dict, path: Path) -> Project:
 
 
 def check_devices(items: list, where: str) -> tuple[str, ...]:
-    """Device names as CUDA_VISIBLE_DEVICES takes them (`0`, `1`, a UUID): each once, no
-    spaces or commas; ProjectError with one line otherwise."""
-    names = tuple(str(d) for d in schema.check_items(items, (str, int), where))
+    """The devices arms are placed on, each as its CUDA_VISIBLE_DEVICES value: a device name
+    (`0`, `1`, a UUID), or a group joined by `+` (`0+1`, for a tensor-parallel server) given
+    as `0,1`. Every device once, every group the same size; ProjectError with one line
+    otherwise."""
+    groups = [str(d).split("+") for d in schema.check_items(items, (str, int), where)]
+    names = [name for group in groups for name in group]
     bad = [d for d in names if not re.fullmatch(r"[A-Za-z0-9_.:-]{1,100}", d)]
     if bad or len(set(names)) != len(names):
         why = f"{bad[0]!r} is not a device name" if bad else "a device is named twice"
-        raise ProjectError(f"{where}: {why} (give them as 0,1 or their UUIDs)")
-    return names
+        raise ProjectError(f"{where}: {why} (give them as 0,1, their UUIDs, or groups 0+1,2+3)")
+    if len({len(g) for g in groups}) > 1:
+        raise ProjectError(
+            f"{where}: groups of different sizes ({', '.join('+'.join(g) for g in groups)}); "
+            "each arm holds as many devices as the others"
+        )
+    return tuple(",".join(g) for g in groups)
+
+
+def device_list(devices: tuple[str, ...]) -> str:
+    """Devices as `--devices` takes them: `0,1`, or groups `0+1,2+3`."""
+    return ",".join(d.replace(",", "+") for d in devices)
 
 
 def check_ready_path(ready: str) -> None:

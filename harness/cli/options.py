@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from harness.arms.arms import ArmError
-from harness.arms.project import RESIDENCY, find_project, load_project
+from harness.arms.project import RESIDENCY, device_list, find_project, load_project
 from harness.arms.worktrees import repo_root
 from harness.escape import terminal
 from harness.load.workers import STREAMS_PER_PROC, procs_for
@@ -331,8 +331,10 @@ def devices_option(command: Callable) -> Callable:
         help="Devices the arms run on ({device} in the serve command, and CUDA_VISIBLE_DEVICES "
         "or the project file's device_env). Two or more: a round's arms run at once, one per "
         "device, and swap devices every round so a faster device favours neither; the gate "
-        "judges whole device cycles. One: every arm there, one at a time (unless "
-        "--residency together). [default: servegate.toml's [server] devices, else none]",
+        "judges whole device cycles. Groups joined by + (0+1,2+3) give each arm several, for "
+        "a tensor-parallel server: {devices} is the group (0,1), {device} its first. One: "
+        "every arm there, one at a time (unless --residency together). "
+        "[default: servegate.toml's [server] devices, else none]",
     )(command)
 
 
@@ -462,7 +464,8 @@ def print_plan(
 def servers_line(plans: dict[str, ArmPlan], residency: str | None, devices: tuple) -> str:
     """How a round's servers run: `one-at-a-time`, `together`, or at once on devices."""
     if len(devices) > 1:
-        return f"at once, one per device ({','.join(devices)}), swapping every round"
+        each = "group" if "," in devices[0] else "device"
+        return f"at once, one per {each} ({device_list(devices)}), swapping every round"
     how = "together" if together(plans, residency, devices) else "one-at-a-time"
     return how + (f" on device {devices[0]}" if devices else "")
 

@@ -186,8 +186,7 @@ def round_rows(rounds: list[dict]) -> list[dict]:
                 {
                     "round": rnd["round"],
                     "position": pos,
-                    "arm": arm
-                    + (f" @ device {d}" if (d := (rnd.get("devices") or {}).get(arm)) else ""),
+                    "arm": arm + placed_on((rnd.get("devices") or {}).get(arm)),
                     "values": [fmt_value(k, summary.get(k)) for k in KEY_METRICS],
                     "valid": "no run" if run is None else ("yes" if run.get("valid") else "NO"),
                 }
@@ -385,3 +384,8 @@ def memory_sources(rounds: list[dict]) -> list[str]:
             if seen:
                 out.append(f"{metric}, {arm}: {'; '.join(seen)}")
     return out
+
+
+def placed_on(device: str | None) -> str:
+    """` @ device 1`, ` @ devices 2,3` (a group), or nothing."""
+    return f" @ device{'s' * (',' in device)} {device}" if device else ""

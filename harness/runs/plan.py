@@ -12,7 +12,7 @@ from pathlib import Path
 
 from harness.arms.arms import Arm, ArmError, command_arm, program, project_arm, url_arm
 from harness.arms.builds import build
-from harness.arms.project import Project, ProjectError, check_devices
+from harness.arms.project import Project, ProjectError, check_devices, device_list
 from harness.arms.worktrees import Checkout, checkout, commit_facts, planned
 from harness.workload.suite import Suite
 
@@ -248,7 +248,7 @@ def placed_devices(asked: str | None, project: Project | None, plans: dict[str, 
     launching = [n for n, p in plans.items() if p.arm.launches]
     if len(devices) > 1 and len(devices) < len(launching):
         raise ArmError(
-            f"devices {','.join(devices)}: {len(launching)} arms ({', '.join(launching)}) run "
+            f"devices {device_list(devices)}: {len(launching)} arms ({', '.join(launching)}) run "
             f"at once on devices of their own, so give at least {len(launching)} (or one, "
             "for one at a time)"
         )

@@ -38,17 +38,22 @@ ttft_p50_ms = 0.15
 tpot_ms = 0.10
 peak_device_bytes = 0.10
 """
+GROUP_SERVE = (  # a tensor-parallel server: every device of its group ({devices}) held
+    "{{python}} server.py --port {{port}} --model {{model}} {{flags}} @server.args "
+    "--device-locks {locks}"
+)
 ARGS = {"ttft-ms": "40", "itl-ms": "20", "device-bytes": "1e9", "device-speeds": "1.0,1.2"}
 
 
 class GpuRepo:
-    def __init__(self, tmp_path: Path, start_ms: int):
+    def __init__(self, tmp_path: Path, start_ms: int, serve: str = SERVE, **args: str):
         self.path, self.locks = tmp_path / "gpu-server", tmp_path / "devices"
         self.path.mkdir()
         self.locks.mkdir()
-        self.args = dict(ARGS, **{"load-ms": str(start_ms)})
+        more = {k.replace("_", "-"): v for k, v in args.items()}
+        self.args = ARGS | {"load-ms": str(start_ms)} | more
         shutil.copy2(SCRIPTED_SERVER, self.path / "server.py")
-        project = PROJECT.format(serve=SERVE.format(locks=self.locks))
+        project = PROJECT.format(serve=serve.format(locks=self.locks))
         (self.path / "servegate.toml").write_text(project)
         (self.path / "suite.toml").write_text(SUITE)
         (self.path / ".gitignore").write_text("results/\n")

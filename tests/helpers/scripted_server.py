@@ -72,7 +72,13 @@ def args_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--device-speeds",
         default=None,
-        help="a,b,...: scale TTFT and ITL by the factor of the device in CUDA_VISIBLE_DEVICES",
+        help="a,b,...: scale TTFT and ITL by the factor of the device in CUDA_VISIBLE_DEVICES "
+        "(of its slowest, for a group)",
+    )
+    p.add_argument(
+        "--device-locks",
+        default=None,
+        help="DIR: --device-lock DIR/gpuN.lock for every device N in CUDA_VISIBLE_DEVICES",
     )
     p.add_argument("--tag", default="", help="ignored: tells two otherwise equal commands apart")
     p.add_argument("--max-streams", type=int, default=0, help="serve N at once; the rest wait")
@@ -100,6 +106,10 @@ def hold_device(path: str):
         )
         sys.exit(1)
     return device
+
+
+def visible_devices() -> list[str]:
+    return (os.environ.get("CUDA_VISIBLE_DEVICES", "0") or "0").split(",")
 
 
 def next_factor(path: str, factors: str) -> float:
@@ -134,7 +144,7 @@ class Scripted:
             opts.ttft_ms *= next_factor(*opts.ttft_factors.rsplit(":", 1))
         if opts.device_speeds:  # a slower device: every step takes longer
             speeds = [float(x) for x in opts.device_speeds.split(",")]
-            slow = speeds[int(os.environ.get("CUDA_VISIBLE_DEVICES", "0") or 0) % len(speeds)]
+            slow = max(speeds[int(d) % len(speeds)] for d in visible_devices())  # a group's slowest
             opts.ttft_ms, opts.itl_ms = opts.ttft_ms * slow, opts.itl_ms * slow
         self.streams = 0  # open now
         self.started = time.monotonic()
@@ -322,6 +332,8 @@ def main() -> None:
         print("scripted server: exiting at start as asked", flush=True)
         sys.exit(opts.exit_at_start)
     device = hold_device(opts.device_lock) if opts.device_lock else None  # noqa: F841
+    if opts.device_locks:  # a group: every device of it held for the process's life
+        device = [hold_device(f"{opts.device_locks}/gpu{d}.lock") for d in visible_devices()]  # noqa: F841
     if opts.child:
         sleeper = [sys.executable, "-c", "import time; time.sleep(600)", "scripted-child"]
         subprocess.Popen([*sleeper, opts.model])  # the model name marks it for orphan checks

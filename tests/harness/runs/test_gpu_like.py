@@ -17,7 +17,7 @@ from harness.stats.compare import compare_rounds
 
 from helpers.arms import scripted
 from helpers.cli import exit_agrees, harness, saved_result, valid_attempt
-from helpers.gpu_repo import SUITE, GpuRepo
+from helpers.gpu_repo import GROUP_SERVE, SUITE, GpuRepo
 from helpers.processes import unique_marker, wait_no_survivors
 
 pytestmark = pytest.mark.timing  # scripted effects of 1.2x and more on real time: alone
@@ -97,6 +97,26 @@ def test_two_devices_rotate_so_a_slower_one_favours_neither_arm(tmp_path):
     ordered = compare_rounds(rounds, gate, result["memory_slack_bytes"])
     tpot = next(m for m in ordered.metrics if m.name == "tpot_ms")
     assert tpot.order_effect > 1.3 and tpot.verdict in ("PASS", "INCONCLUSIVE")  # 1.2^2 = 1.44
+
+
+def test_groups_of_two_devices_rotate_as_single_devices_do(tmp_path):
+    repo = GpuRepo(tmp_path, start_ms=300, serve=GROUP_SERVE, device_speeds="1.0,1.0,1.0,1.2")
+    r, result = ab(repo, tmp_path, "--base", "HEAD", "--head", "HEAD", "--devices", "0+1,2+3",
+                   "--rounds", "4", "--max-rounds", "4")  # fmt: skip
+    exit_agrees(r, result)
+    assert result["comparison"]["block"] == 2
+    rounds = result["rounds"]
+    assert [rnd["devices"] for rnd in rounds] == [
+        {"base": "0,1", "head": "2,3"}, {"base": "2,3", "head": "0,1"}] * 2  # fmt: skip
+    # at once, each holding both devices of its group (a shared device would end one with
+    # CUDA's out-of-memory line)
+    assert [rnd["launch"] for rnd in rounds] == [["base", "head"]] * 4
+    assert any("@ devices 2,3" in p.read_text() for p in tmp_path.glob("out*/**/*.md"))
+    ratios = [rnd["head"]["summary"]["tpot_ms"] / rnd["base"]["summary"]["tpot_ms"]
+              for rnd in rounds]  # fmt: skip
+    # device 3 is 1.2x slower and paces its group
+    assert [x > 1.1 for x in ratios] == [True, False] * 2, ratios
+    assert [x < 1 / 1.1 for x in ratios] == [False, True] * 2, ratios
 
 
 def test_a_budget_shortens_the_rounds_and_says_what_they_could_resolve(tmp_path):

@@ -125,6 +125,26 @@ def test_an_arm_on_a_device_sees_it_in_its_command_and_environment():
     assert placed.command(1)[-1] == "3" and placed.environment == {"CUDA_VISIBLE_DEVICES": "3"}
 
 
+def test_a_group_of_devices_is_one_place_for_a_tensor_parallel_arm(tmp_path):
+    p = parse_project({"server": SERVE | {"devices": ["0+1", "2+3"]}}, tmp_path / "s.toml")
+    assert p.devices == ("0,1", "2,3")
+    assert placement(1, ["base", "head"], p.devices) == {"base": "2,3", "head": "0,1"}
+    for bad, message in (
+        (["0+1", "1+2"], "a device is named twice"),
+        (["0+1", "2"], r"groups of different sizes \(0\+1, 2\)"),
+        (["0+"], "'' is not a device name"),
+    ):
+        with pytest.raises(ProjectError, match=message):
+            parse_project({"server": SERVE | {"devices": bad}}, tmp_path / "s.toml")
+    arm = make_arm("m", serve_cmd="srv --port {port} -tp 2 --gpus {devices} --first {device}")
+    placed = arm.__class__(**{**{f: getattr(arm, f) for f in arm.__slots__}, "device": "2,3"})
+    assert placed.command(1)[-4:] == ["--gpus", "2,3", "--first", "2"]
+    assert placed.environment == {"CUDA_VISIBLE_DEVICES": "2,3"}
+    plans = {n: ArmPlan(n, arm, {"label": n}) for n in ("base", "head", "null")}
+    with pytest.raises(ArmError, match=r"devices 0\+1,2\+3: 3 arms"):
+        placed_devices("0+1,2+3", None, plans)
+
+
 def test_devices_must_cover_the_arms_that_run_at_once():
     arm = make_arm("m", serve_cmd="srv {port}")
     plans = {n: ArmPlan(n, arm, {"label": n}) for n in ("base", "head", "null")}
