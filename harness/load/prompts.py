@@ -203,18 +203,25 @@ async def build_trace_prompts(
 
 
 async def dataset_prompts(
-    counter: TokenCounter, items: list[Item], chat: bool, max_tokens: int
+    counter: TokenCounter, items: list[Item], chat: bool, max_tokens: int, seed: int = 0
 ) -> list[Prompt]:
-    """A dataset's prompts as they are, each counted by the server's tokenizer; the output
-    length is the item's (a ShareGPT reply counted the same way), at most `max_tokens`."""
+    """A dataset's prompts as they are, each counted by the server's tokenizer, or generated to
+    an item's input_length (seeded by `seed` and the item's place); the output length is the
+    item's (a ShareGPT reply counted the same way), at most `max_tokens`."""
     limit = asyncio.Semaphore(8)
 
-    async def one(item: Item) -> Prompt:
+    async def one(i: int, item: Item) -> Prompt:
         async with limit:
-            tokens = await counter.count(item.prompt, chat)
+            if item.input_length is not None:
+                made = await fit(
+                    counter, item.input_length, random.Random(seed * 1_000_003 + i), "", chat
+                )
+                text, tokens = made.text, made.tokens
+            else:
+                text, tokens = item.prompt, await counter.count(item.prompt, chat)
             out = item.output_length
             if out is None and item.reply:
                 out = await counter.count(item.reply, False)
-            return Prompt(item.prompt, tokens, min(out or max_tokens, max_tokens))
+            return Prompt(text, tokens, min(out or max_tokens, max_tokens))
 
-    return list(await asyncio.gather(*(one(item) for item in items)))
+    return list(await asyncio.gather(*(one(i, item) for i, item in enumerate(items))))

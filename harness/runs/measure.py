@@ -70,6 +70,10 @@ def draw_lengths(phase: Phase) -> list[int]:
     """Each request's prompt length: the trace's, else drawn from the phase's seed."""
     if phase.trace is not None:
         return [r.input_length for r in phase.trace.requests]
+    if phase.dataset is not None and phase.dataset.lengths_only:
+        return [
+            item.input_length for item in phase.dataset.sample(phase.total_requests, phase.seed)
+        ]
     if phase.dataset is not None:  # the server's tokenizer counts them: prompts_sha256 holds them
         return []
     lengths = phase.prompt_tokens.sample(random.Random(phase.seed), phase.total_requests)
@@ -300,7 +304,7 @@ async def _prompts(counter: TokenCounter, phase: Phase) -> list:
         return await build_trace_prompts(counter, phase.trace, phase.seed, chat)
     if phase.dataset is not None:
         items = phase.dataset.sample(phase.total_requests, phase.seed)
-        return await dataset_prompts(counter, items, chat, phase.max_tokens)
+        return await dataset_prompts(counter, items, chat, phase.max_tokens, phase.seed)
     return await build_prompts(counter, draw_lengths(phase), phase.prefix_tokens, phase.seed, chat)
 
 

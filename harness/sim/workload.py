@@ -5,7 +5,7 @@ Prompts are seeded token ids of each request's drawn length. What the served pro
 kept: a phase's `prefix_tokens` are shared, a trace's hash ids are shared blocks of BLOCK_TOKENS
 (whole blocks only, as the load driver builds them), and a chat request is marked `chat`: the
 simulator opens it with the tokens its model's chat template puts before every message.
-Conversations and datasets are not simulated.
+Conversations and datasets of prompts are not simulated; a dataset of lengths is.
 """
 
 from __future__ import annotations
@@ -42,10 +42,15 @@ def prompts(phase: Phase, lengths: list[int]) -> list[list[int]]:
 
 
 def groups(phase: Phase, lengths: list[int]) -> list[dict]:
-    if phase.turns > 1 or phase.dataset is not None:
-        raise SimError(f"phase {phase.name!r}: conversations and datasets are not simulated")
+    if phase.turns > 1 or (phase.dataset is not None and not phase.dataset.lengths_only):
+        raise SimError(
+            f"phase {phase.name!r}: conversations and datasets of prompts are not simulated"
+        )
     ids = prompts(phase, lengths)
     outs = [r.output_length for r in phase.trace.requests] if phase.trace else None
+    if phase.dataset is not None:  # a length distribution: each row's output, capped
+        rows = phase.dataset.sample(phase.total_requests, phase.seed)
+        outs = [min(r.output_length or phase.max_tokens, phase.max_tokens) for r in rows]
     reqs = [{"prompt": p, "max_tokens": outs[i] if outs else phase.max_tokens,
              "ignore_eos": phase.ignore_eos, "chat": phase.endpoint == "chat"}
             for i, p in enumerate(ids)]  # fmt: skip

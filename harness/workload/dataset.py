@@ -1,7 +1,9 @@
 """Prompts from a local dataset file, sampled by seed: the ShareGPT JSON shape (a list of
 `{"conversations": [{"from": "human", "value": ...}, {"from": "gpt", "value": ...}]}`, the
 first human turn is the prompt and the reply sets the output length) or JSON lines of
-`{"prompt": ..., "output_length": N}` (`output_length` optional). Read and checked whole."""
+`{"prompt": ..., "output_length": N}` (`output_length` optional), or of lengths alone,
+`{"input_length": N, "output_length": M}`, whose prompts are generated to N tokens of the
+server's tokenizer (a length distribution, such as suites/lengths/). Read and checked whole."""
 
 from __future__ import annotations
 
@@ -22,9 +24,10 @@ class DatasetError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Item:
-    prompt: str
+    prompt: str  # "": generated, `input_length` tokens long
     output_length: int | None = None  # tokens; None: count `reply`, else the phase's max_tokens
     reply: str | None = None  # ShareGPT's answer: its length in the server's tokens is the output
+    input_length: int | None = None  # a row of lengths alone: the prompt's tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +35,11 @@ class Dataset:
     path: str
     digest: str  # sha256 of the file's bytes
     items: tuple[Item, ...]
+
+    @property
+    def lengths_only(self) -> bool:
+        """Rows of lengths alone: each prompt is generated, as a phase's drawn lengths are."""
+        return all(item.input_length is not None for item in self.items)
 
     def sample(self, n: int, seed: int) -> list[Item]:
         """n items drawn by `seed`: without replacement while there are enough, then again."""
@@ -65,14 +73,22 @@ def _jsonl(text: str, where: str) -> list[Item]:
             row = json.loads(line)
         except ValueError:
             raise DatasetError(f"{where}:{n}: not JSON (a JSON array or JSON lines)") from None
-        prompt = row.get("prompt") if isinstance(row, dict) else None
-        if not isinstance(prompt, str) or not prompt.strip():
+        if not isinstance(row, dict):
+            raise DatasetError(f"{where}:{n}: needs a JSON object")
+        prompt, given = row.get("prompt"), row.get("input_length")
+        if (prompt is None) == (given is None):
+            raise DatasetError(f"{where}:{n}: needs a prompt or an input_length, not both")
+        if prompt is not None and (not isinstance(prompt, str) or not prompt.strip()):
             raise DatasetError(f"{where}:{n}: needs a non-empty string prompt")
-        out = row.get("output_length")
-        if out is not None and (isinstance(out, bool) or not isinstance(out, int) or out < 1):
-            raise DatasetError(f"{where}:{n}: output_length must be an integer >= 1")
-        items.append(Item(prompt, out))
+        for key in ("input_length", "output_length"):
+            if row.get(key) is not None and not _whole(row[key]):
+                raise DatasetError(f"{where}:{n}: {key} must be an integer >= 1")
+        items.append(Item(prompt or "", row.get("output_length"), None, given))
     return items
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 def read_dataset(path: Path) -> Dataset:

@@ -1,6 +1,7 @@
 """Datasets: prompts sampled by seed from a local ShareGPT JSON or JSON-lines file, sent as they
 are and counted by the server's own tokenizer, output lengths from the file (a ShareGPT reply
-counted the same way); a file that is not JSON is one line and exit 2."""
+counted the same way), or lengths alone with prompts generated to them (simulated too); a
+file that is not JSON is one line and exit 2."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import json
 
 import pytest
 
+from harness.runs.measure import draw_lengths
+from harness.sim.workload import build as workload
 from harness.workload.suite import SuiteError, load_suite
 
 from helpers.arms import scripted
@@ -66,6 +69,21 @@ def test_sharegpt_and_json_lines_prompts_are_sent_as_they_are(tmp_path):
     assert sorted({(q["prompt_tokens"], q["max_tokens"]) for q in jsonl}) == [(2, 8), (5, 3)]
 
 
+def test_rows_of_lengths_alone_get_prompts_of_those_lengths(tmp_path):
+    rows = [{"input_length": 5 + 3 * k, "output_length": 2 + k} for k in range(4)]
+    (tmp_path / "lengths.jsonl").write_text("\n".join(json.dumps(x) for x in rows) + "\n")
+    reqs = run(tmp_path, "lengths.jsonl", 3, "a", unique_marker())["requests"]
+    # each prompt counts its row's input_length in the server's tokens (the scripted server's
+    # words), each output its row's length; four rows for six requests: all four, then two again
+    assert sorted({(q["prompt_tokens"], q["max_tokens"]) for q in reqs}) == [
+        (5, 2), (8, 3), (11, 4), (14, 5)]  # fmt: skip
+    suite = load_suite(str(write_suite(tmp_path, SUITE.format(seed=3, dataset="lengths.jsonl"))))
+    (phase,) = workload(suite, {"main": draw_lengths(suite.phases[0])})["phases"]
+    sent = [(len(r["prompt"]), r["max_tokens"]) for g in phase["groups"] for r in g["requests"]]
+    assert sorted(set(sent)) == [(5, 2), (8, 3), (11, 4), (14, 5)]  # the simulator sends them
+    assert sorted(sent) == sorted((q["prompt_tokens"], q["max_tokens"]) for q in reqs)
+
+
 @pytest.mark.parametrize(
     "content, said",
     [
@@ -73,6 +91,10 @@ def test_sharegpt_and_json_lines_prompts_are_sent_as_they_are(tmp_path):
         ('[{"conversation": []}]', "no conversations list"),
         ('{"prompt": ""}', "needs a non-empty string prompt"),
         ('{"prompt": "x", "output_length": 0}', "output_length must be an integer >= 1"),
+        ('{"input_length": 1.5}', "input_length must be an integer >= 1"),
+        ('{"prompt": "x", "input_length": 3}', "a prompt or an input_length, not both"),
+        ("[1]", "no conversations list"),
+        ("7", "needs a JSON object"),
     ],
 )
 def test_a_bad_dataset_is_one_line_and_exit_2(tmp_path, content, said):
