@@ -42,13 +42,24 @@ def next_step(n: int, marks: dict[int, Mark]) -> Next:
     no unmarked commit is left in it."""
     if n < 1:
         raise BisectError("no commits between good and bad")
-    lo = max((i for i, m in marks.items() if m == Mark.GOOD), default=-1)
-    hi = min((i for i, m in marks.items() if m == Mark.BAD and i > lo), default=n - 1)
+    lo, hi = _bounds(n, marks)
     open_ = [i for i in range(lo + 1, hi) if i not in marks]
     if not open_:
         return Next(None, tuple(range(lo + 1, hi + 1)))
     mid = (lo + hi) / 2
     return Next(min(open_, key=lambda i: (abs(i - mid), i)))
+
+
+def suspects_now(n: int, marks: dict[int, Mark]) -> tuple[int, ...]:
+    """The commits the first bad one may be, as far as the marks so far say (a search stopped
+    before its end: by its budget)."""
+    lo, hi = _bounds(n, marks)
+    return tuple(range(lo + 1, hi + 1))
+
+
+def _bounds(n: int, marks: dict[int, Mark]) -> tuple[int, int]:
+    lo = max((i for i, m in marks.items() if m == Mark.GOOD), default=-1)
+    return lo, min((i for i, m in marks.items() if m == Mark.BAD and i > lo), default=n - 1)
 
 
 def followed_metrics(comparison: dict, asked: tuple[str, ...] = ()) -> list[str]:

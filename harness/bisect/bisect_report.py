@@ -57,6 +57,7 @@ def summary(outcome: BisectOutcome, suite: str, good: Commit, command: str) -> d
         "comparisons": [s.result["comparison"] if s.result else None for s in outcome.steps],
         "culprit": _commit(outcome.culprit) if outcome.culprit else None,
         "suspects": [_commit(c) for c in outcome.suspects],
+        "budget_ended": outcome.budget_ended,
         "skipped": [step_row(s, outcome.metrics) for s in outcome.steps if s.mark == "skip"],
         "unresolved": [
             step_row(s, outcome.metrics) for s in outcome.steps if s.mark == "unresolved"
@@ -73,6 +74,8 @@ def headline(data: dict) -> str:
     if data["culprit"]:
         return f"first bad commit: {data['culprit']['sha']} {data['culprit']['subject']}"
     shas = ", ".join(c["short"] for c in data["suspects"])
+    if data.get("budget_ended"):
+        return f"{data['budget_ended']}: the first bad commit is one of {shas}"
     return f"no single first bad commit: it is one of {shas} (skipped or unresolved between)"
 
 

@@ -20,6 +20,7 @@ from harness.bisect.bisect import (
     judge_step,
     mark_metrics,
     next_step,
+    suspects_now,
 )
 from harness.bisect.commits import Commit
 from harness.files import strict_json
@@ -28,6 +29,7 @@ from harness.report.ab_report import to_plain
 from harness.results.errors import ComparisonError
 from harness.results.verdicts import INVALID
 from harness.runs.ab import ABRunner, ab_result
+from harness.runs.budget import Budget
 from harness.runs.plan import Context, Side, placed_devices, plan_arm, together
 from harness.stats.compare import Comparison
 from harness.workload.suite import Suite
@@ -56,6 +58,7 @@ class BisectOutcome:
     suspects: list[Commit] = field(default_factory=list)
     culprit: Commit | None = None
     final: Step | None = None
+    budget_ended: str = ""  # the search stopped here: its budget could not hold another A/B
 
 
 @dataclass
@@ -70,6 +73,7 @@ class Bisector:
     announce: Callable[[Step, list[str]], None] = lambda step, metrics: None  # noqa: E731
     residency: str | None = None  # --residency; else the project file's (plan.together)
     devices: str | None = None  # --devices; else the project file's (plan.placed_devices)
+    budget: Budget | None = None  # the whole search's time: every A/B plans its rounds inside it
     steps: list[Step] = field(default_factory=list, init=False)  # as measured so far
     metrics: list[str] = field(default_factory=list, init=False)  # followed, once confirmed
 
@@ -95,6 +99,7 @@ class Bisector:
             more_rounds=more,
             start_together=together(plans, self.residency, devices),
             devices=devices,
+            budget=self.budget,
         )
         try:
             outcome = runner.run()
@@ -141,6 +146,11 @@ class Bisector:
         suite = self._gated(tuple(metrics))
         marks = {len(commits) - 1: Mark.BAD}
         while (nxt := next_step(len(commits), marks)).test is not None:
+            if self._out_of_budget():
+                left = [commits[i] for i in suspects_now(len(commits), marks)]
+                note = (f"the budget of {self.budget.minutes:g} min ended after {len(steps)} "
+                        "A/B(s): another would not end inside it")  # fmt: skip
+                return BisectOutcome(metrics, commits, steps, left, budget_ended=note)
             step = self.measure("step", good, commits[nxt.test], suite, unsettled)
             if step.result is not None:
                 step.mark, step.reason = judge_step(step.result, metrics, confirmed)
@@ -157,6 +167,12 @@ class Bisector:
                 self._judge_final(out.final, metrics, confirmed)
                 self.announce(out.final, metrics)
         return out
+
+    def _out_of_budget(self) -> bool:
+        """Whether the next A/B would not end inside the budget: one as long as the longest
+        so far (a step's rounds vary with how soon it decides)."""
+        longest = max((s.wall_s for s in self.steps), default=0.0)
+        return self.budget is not None and self.budget.left_s() < longest
 
     def so_far(self, commits: list[Commit]) -> BisectOutcome | None:
         """What an interrupted search had measured: no culprit, every finished step."""

@@ -21,6 +21,7 @@ from harness.cli.errors import EXIT_INVALID, InputError, input_error, shown
 from harness.cli.finish import Ending, finish, interrupted
 from harness.cli.options import (
     api_key_option,
+    budget_option,
     check_rounds,
     devices_option,
     dry_run_option,
@@ -33,6 +34,7 @@ from harness.cli.outputs import OutputError, checked_summary, fresh_dir
 from harness.escape import terminal
 from harness.report.display import LiveProgress
 from harness.report.summary import bisect_summary
+from harness.runs.budget import Budget
 from harness.runs.plan import Context, placed_devices
 from harness.workload.suite import DEFAULT_SUITE, SuiteError, load_suite
 
@@ -113,6 +115,7 @@ def print_path(console: Console, data: dict) -> None:
 @project_option
 @residency_option
 @devices_option
+@budget_option
 @report_options
 def bisect(
     good_ref,
@@ -129,6 +132,7 @@ def bisect(
     project_file,
     residency,
     devices,
+    budget_minutes,
     out_dir,
     ready_timeout,
     quiet,
@@ -147,7 +151,9 @@ def bisect(
     be built, started or served is skipped; one still undecided after --max-rounds is
     unresolved; neither is guessed. Prints "first bad commit: SHA SUBJECT" and writes
     results/DATE-bisect-SUITE-GOOD-BAD.md with the path and the culprit's A/B against its
-    parent. Exit 0 when a first bad commit is named, 2 when it cannot be.
+    parent. With --budget-minutes every A/B plans its rounds inside the search's time, and the
+    search stops when the next A/B would not end inside it, naming the commits left. Exit 0
+    when a first bad commit is named, 2 when it cannot be.
     """
     check_rounds(rounds, max_rounds)
     console = Console(stderr=True)
@@ -158,6 +164,7 @@ def bisect(
         good = commit_info(repo, good_ref)
         project = find_project(repo, project_file)
         project.variant(isolated)  # no [server.isolated] for --isolated: said now
+        budget_minutes = budget_minutes or project.budget_minutes
         placed_devices(devices, project, {})  # a malformed --devices: said now
         if summary_file:
             checked_summary(summary_file)
@@ -202,6 +209,7 @@ def bisect(
         announce=announce,
         residency=residency,
         devices=devices,
+        budget=Budget.from_start(budget_minutes) if budget_minutes else None,
     )
     console.print(f"bisect: {len(commits)} first-parent commit(s) after {good.short}", markup=False)
     try:

@@ -19,6 +19,7 @@ from harness.bisect.bisect import (
 from harness.bisect.bisect_report import headline, summary, write_bisect_report
 from harness.bisect.bisector import Bisector, Step
 from harness.bisect.commits import Commit
+from harness.runs.budget import Budget
 from harness.runs.plan import Context
 from harness.workload.suite import load_suite
 
@@ -253,3 +254,26 @@ def test_skipped_and_unresolved_neighbours_leave_suspects_and_the_report_says_so
     assert text.startswith("# no single first bad commit")
     assert "unresolved `" + commits[2].short in text and "skipped `" + commits[1].short in text
     assert json.loads(md.with_suffix(".json").read_text())["suspects"][2]["sha"] == commits[3].sha
+
+
+def test_a_budget_that_cannot_hold_another_step_stops_the_search_naming_what_is_left(tmp_path):
+    clock = [0.0]
+
+    class Clocked(Budget):  # the search's time as the scripted A/Bs spend it: 1 s each
+        def left_s(self) -> float:
+            return self.deadline - clock[0]
+
+    b, commits, good = scripted_bisector(8, 5)
+    b.budget = Clocked(1.0, 2.5)
+    measure = b.measure
+    b.measure = lambda *a: (clock.__setitem__(0, clock[0] + 1.0), measure(*a))[1]
+    out = b.run(good, commits)
+    assert [s.role for s in out.steps] == ["confirm", "step"]  # 0.5 s left: a third would overrun
+    assert out.steps[1].head == commits[3] and out.steps[1].mark == Mark.GOOD
+    assert out.culprit is None and out.suspects == commits[4:]
+    data = summary(out, "boundary-spill", good, "harness bisect ...")
+    assert headline(data) == (
+        "the budget of 1 min ended after 2 A/B(s): another would not end inside it: the first "
+        f"bad commit is one of {', '.join(c.short for c in commits[4:])}"
+    )
+    assert write_bisect_report(data, None, tmp_path).read_text().startswith("# the budget of 1")
