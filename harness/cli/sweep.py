@@ -17,6 +17,8 @@ from harness.cli.options import (
     Finite,
     api_key_option,
     arm_context,
+    budget_option,
+    devices_option,
     dry_run_option,
     harness_command,
     print_plan,
@@ -30,7 +32,15 @@ from harness.report.display import LiveProgress
 from harness.report.summary import sweep_summary
 from harness.results.errors import ComparisonError
 from harness.results.metrics import SUMMARY_KEYS
-from harness.runs.plan import Side, default_refs, label_arms, plan_arm, unsampled_memory
+from harness.runs.budget import Budget
+from harness.runs.plan import (
+    Side,
+    default_refs,
+    label_arms,
+    placed_devices,
+    plan_arm,
+    unsampled_memory,
+)
 from harness.sim.workload import SimError
 from harness.sweep.judgement import judge
 from harness.sweep.knee import KNEE_GAIN, SloError, parse_slos
@@ -152,6 +162,8 @@ def _sides(one: Side, base_ref, head_ref, opts) -> dict[str, Side]:
     "--isolated", is_flag=True, help="Build each git ref as servegate.toml's [server.isolated]."
 )
 @api_key_option
+@devices_option
+@budget_option
 @dry_run_option
 @project_option
 @report_options
@@ -177,6 +189,8 @@ def sweep(
     flags,
     isolated,
     api_key,
+    devices,
+    budget_minutes,
     dry_run,
     project_file,
     out_dir,
@@ -195,12 +209,18 @@ def sweep(
     harness sweep --base main --head HEAD --rounds 5
     harness sweep --sim costs.json --head-flags "--parallel 8"   # simulated, in seconds
     harness sweep --base main --head HEAD --rates 1,2,4 --find-capacity
+    harness sweep --base main --head HEAD --devices 0,1 --budget-minutes 40
 
     Knee: the lowest level after which every step up gains < --knee-gain tok/s per doubling while
     TTFT p95 rises at every step. Goodput: the highest level that, with every level below
     it, meets every --slo. Writes results/DATE-sweep-SUITE-....md (+ .json, plots).
     Exit 0 pass (or one valid arm), 1 head regresses at some level (the report names the
     first), 2 invalid run, crash or bad input. docs/sweep.md has the details.
+
+    A sweep runs one server at a time: with --devices it is placed on one of them, and with
+    several the arms rotate over them every round. With --budget-minutes no round starts that
+    would not end inside the budget (as long as the longest so far); the report says how many
+    rounds it held.
     """
     console = Console(stderr=True)
     if levels is not None and rates is not None:
@@ -225,6 +245,8 @@ def sweep(
         if len(plans) == 2:
             label_arms(plans, sides)
         suite = unsampled_memory(suite, plans)[0]
+        devices = placed_devices(devices, ctx.project, plans, at_once=False)
+        budget_minutes = budget_minutes or (ctx.project.budget_minutes if ctx.project else None)
         capacity = search_plan(suite, mode, values[0]) if find_capacity else None
         if capacity is not None and sim_costs is not None:
             raise SweepError("--find-capacity needs served runs, not --sim")
@@ -253,6 +275,8 @@ def sweep(
         ready_timeout,
         progress=lambda label: LiveProgress(console, label, disabled=quiet),
         sim=sim_costs,
+        devices=devices,
+        budget=Budget.from_start(budget_minutes) if budget_minutes else None,
     )
     stopped = False
     try:
@@ -260,7 +284,7 @@ def sweep(
     except SimError as e:
         raise input_error(e) from None
     except KeyboardInterrupt:
-        raw, stopped = {"runs": runner.runs, "crash": None}, True
+        raw, stopped = {"runs": runner.runs, "crash": None, "budget_ended": ""}, True
     try:
         by_level = rounds_by_level(raw["runs"], plan.names(), list(plans))
         gate = {k: v for k, v in suite.gate.items() if k != "capacity_req_s"}

@@ -233,10 +233,13 @@ def together(
     return len(launching) > 1 and all(a.residency == "together" for a in launching)
 
 
-def placed_devices(asked: str | None, project: Project | None, plans: dict[str, ArmPlan]) -> tuple:
+def placed_devices(
+    asked: str | None, project: Project | None, plans: dict[str, ArmPlan], at_once: bool = True
+) -> tuple:
     """The devices arms run on: `--devices 0,1` as asked, else the project file's `devices`
     (only when an arm is served from it), else none (servers start wherever they do). Two or
-    more run a round's arms at once, one each, so there must be one for every launching arm."""
+    more run a round's arms at once, one each, so there must be one for every launching arm
+    (unless `at_once` is false: a sweep's servers run one at a time, rotated over them)."""
     try:
         if asked is not None:
             devices = check_devices([d.strip() for d in asked.split(",")], "--devices")
@@ -246,7 +249,7 @@ def placed_devices(asked: str | None, project: Project | None, plans: dict[str, 
     except ProjectError as exc:
         raise ArmError(str(exc)) from None
     launching = [n for n, p in plans.items() if p.arm.launches]
-    if len(devices) > 1 and len(devices) < len(launching):
+    if at_once and len(devices) > 1 and len(devices) < len(launching):
         raise ArmError(
             f"devices {device_list(devices)}: {len(launching)} arms ({', '.join(launching)}) run "
             f"at once on devices of their own, so give at least {len(launching)} (or one, "

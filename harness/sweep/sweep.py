@@ -9,7 +9,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from harness.load.phase import Progress
-from harness.runs.ab import order
+from harness.runs.ab import order, placement
+from harness.runs.budget import Budget
 from harness.runs.cold import measure_cold
 from harness.runs.plan import ArmPlan
 from harness.sim.simulated_run import sim_run
@@ -136,7 +137,10 @@ class SweepRunner:
     ready_timeout_s: float | None = None  # None: the arm's own (its project file's)
     progress: Callable[[str], Progress] = lambda label: Progress()  # noqa: E731
     sim: str | None = None  # a cost model: each unit simulated once instead of served
+    devices: tuple[str, ...] = ()  # where arms run, one server at a time: rotated every round
+    budget: Budget | None = None  # the job's time: no round starts that would not end inside it
     runs: list[dict] = field(default_factory=list, init=False)  # as run so far
+    budget_ended: str = field(default="", init=False)  # said when the budget cut the rounds
 
     @property
     def steps(self) -> int:
@@ -145,9 +149,17 @@ class SweepRunner:
     def run(self) -> dict:
         """Rounds of cold runs; returns the raw runs and any crash (which ends the sweep)."""
         names, units, done = list(self.plans), self.sweep.units(), 0
-        self.runs, crash = [], None
+        self.runs, crash, walls = [], None, []
         runs = self.runs
         for i in range(self.rounds):
+            if self.budget is not None and walls and self.budget.rounds_that_fit(walls) < 1:
+                self.budget_ended = (f"the budget of {self.budget.minutes:g} min held {i} of "
+                                     f"{self.rounds} rounds")  # fmt: skip
+                break
+            left = self.budget.left_s() if self.budget else 0.0  # a round's cost, as it counts
+            where_now = placement(i, names, self.devices)
+            plans = {n: replace(p, arm=replace(p.arm, device=where_now[n])) if n in where_now
+                     else p for n, p in self.plans.items()}  # fmt: skip
             schedule = [(u, n) for n in order(i, names) for u in units]
             if self.sweep.cold == "level":  # level by level, both arms back to back
                 schedule = [(u, n) for u in units for n in order(i, names)]
@@ -162,13 +174,14 @@ class SweepRunner:
                 log_dir = self.log_dir / where
                 log_dir.mkdir(parents=True, exist_ok=True)
                 run, crash = measure_cold(
-                    unit, self.plans[name], log_dir, round_no=i + 1, label=label,
+                    unit, plans[name], log_dir, round_no=i + 1, label=label,
                     progress=self.progress, ready_timeout_s=self.ready_timeout_s,
                 )  # fmt: skip
                 runs.append({"round": i + 1, "arm": name, "run": run})
                 if crash:
                     return {"runs": runs, "crash": crash}
-        return {"runs": runs, "crash": crash}
+            walls.append(left - self.budget.left_s() if self.budget else 0.0)
+        return {"runs": runs, "crash": crash, "budget_ended": self.budget_ended}
 
 
 def capacity_record(run: dict | None) -> dict | None:

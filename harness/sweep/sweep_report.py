@@ -76,6 +76,7 @@ def sweep_result(
         "by_level": by_level,
         "runs": runs,
         "crash": raw["crash"],
+        "budget_ended": raw.get("budget_ended", ""),
     }
 
 
@@ -278,6 +279,8 @@ def print_sweep(console: Console, result: dict) -> None:
     for row in capacity_rows(result):
         line = f"{row['arm']}: capacity {row['req_s']}, levels [met, missed] {row['brackets']}"
         console.print(line, highlight=False, markup=False)
+    if result.get("budget_ended"):
+        console.print(f"- {result['budget_ended']}", highlight=False, markup=False)
     for line in j["invalid"]:
         console.print(f"- invalid: {escape.terminal(line)}", highlight=False, markup=False)
     if crash := result.get("crash"):
