@@ -16,6 +16,7 @@ from engine.model.weights import Weights
 
 BUILTIN_MODELS = ("smollm2-135m", "tiny")
 DEFAULT_MODEL = "smollm2-135m"
+HUB_IDS = {"HuggingFaceTB/SmolLM2-135M-Instruct": "smollm2-135m"}  # the embedded model's own id
 
 
 class ModelNotFound(ValueError):
@@ -62,6 +63,7 @@ def smollm2_gguf_path() -> Path:
 
 
 def load_model(spec: str) -> LoadedModel:
+    spec = HUB_IDS.get(spec, spec)  # a suite written for any server names the model by its id
     if spec == "tiny":
         from engine.model.tiny import TINY_ARGS, tiny_tokenizer, tiny_weights
 

@@ -60,6 +60,14 @@ def test_gguf_file_undoes_llama_cpp_qk_permutation(tmp_path):
     np.testing.assert_allclose(last_logits(str(path)), last_logits("tiny"), atol=1e-4)
 
 
+@needs_smollm2
+def test_the_embedded_model_answers_to_its_hub_id(monkeypatch):
+    import engine.model.load as load
+
+    monkeypatch.setattr(load, "_gguf", lambda path: (path,) * 4)  # where it reads, not the read
+    assert load.load_model("HuggingFaceTB/SmolLM2-135M-Instruct") == load.load_model("smollm2-135m")
+
+
 def test_unknown_model_is_a_clear_error():
     with pytest.raises(ModelNotFound, match="unknown model"):
         load_model("no-such-model")
