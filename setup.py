@@ -17,7 +17,7 @@ setup(
             "sim/data/*.toml",
             "sim/data/shapes/*.json",
         ],
-        "harness._data.suites": ["*.toml", "traces/*.jsonl"],
+        "harness._data.suites": ["*.toml", "traces/*.jsonl", "lengths/*.jsonl", "lengths/*.md"],
         "harness._data.templates": ["*.j2"],
     },
 )
