@@ -4,12 +4,21 @@ paths exist, relative to its root. The one door to the filesystem; shapes.py rea
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.files import read_regular
 
-MANIFESTS = ("pyproject.toml", "setup.py", "setup.cfg", "CMakeLists.txt", "Cargo.toml")
+MANIFESTS = (
+    "pyproject.toml",
+    "setup.py",
+    "setup.cfg",
+    "CMakeLists.txt",
+    "Cargo.toml",
+    "requirements.txt",
+)
+NOT_SERVED = {"tests", "test", "docs", "examples", "benchmarks"}  # no app is looked for there
 SKIP = {".git", ".venv", "venv", "node_modules", "build", "target", "dist", "__pycache__",
         ".tox", "results", "third_party", "3rdparty"}  # fmt: skip
 MAX_DEPTH = 4  # vllm/entrypoints/openai/api_server.py is as deep as a marker goes
@@ -62,6 +71,32 @@ def mentions_api(root: Path, package: str) -> bool:
                 if any(marker in data for marker in API_PATHS):
                     return True
     return False
+
+
+IDENTIFIER = re.compile(r"[A-Za-z_]\w{0,99}", re.ASCII)
+APP = re.compile(rb"(?m)^([A-Za-z_]\w*)\s*(?::[^=\n]*)?=\s*(?:fastapi\.)?FastAPI\(")
+
+
+def asgi_app(root: Path) -> tuple[str, str] | None:
+    """(the module's path, the name) of the first FastAPI app assigned at a module's top level
+    whose top folder's source (or the module itself, at the root) names an OpenAI endpoint."""
+    for folder, dirs, files in os.walk(root):
+        rel = Path(folder).relative_to(root)
+        dirs[:] = sorted(
+            d for d in dirs if d not in SKIP | NOT_SERVED and len(rel.parts) < MAX_DEPTH
+        )
+        if not all(IDENTIFIER.fullmatch(part) for part in rel.parts):
+            continue  # not importable; and a name that reaches the serve line is a module's
+        for name in sorted(f for f in files if IDENTIFIER.fullmatch(f.removesuffix(".py"))
+                           and f.endswith(".py")):  # fmt: skip
+            data = _bytes(Path(folder) / name, MAX_SOURCE_BYTES)
+            if not (found := APP.search(data)):
+                continue
+            path = (rel / name).as_posix()
+            top = rel.parts[:2] if rel.parts[:1] == ("src",) else rel.parts[:1]
+            if any(m in data for m in API_PATHS) or (top and mentions_api(root, "/".join(top))):
+                return path, found.group(1).decode()
+    return None
 
 
 def _bytes(path: Path, limit: int) -> bytes:

@@ -21,7 +21,7 @@ LOOKED_FOR = (
     "vLLM (a Python package named vllm), SGLang (sglang), text-generation-inference (a Cargo "
     "workspace with router and launcher), llama.cpp (a llama-server CMake target), a Cargo "
     "binary, a Python package with a console script or __main__.py whose source names "
-    "/v1/chat/completions or /v1/completions"
+    "/v1/chat/completions or /v1/completions, a FastAPI app in a module whose package names them"
 )
 
 
@@ -59,13 +59,18 @@ class PythonMeta:
     scripts: dict[str, str]  # console script -> "module:attribute"
 
 
-def recognise(files: Snapshot, mentions_api: Callable[[str], bool]) -> Shape | None:
+def recognise(
+    files: Snapshot,
+    mentions_api: Callable[[str], bool],
+    asgi_app: Callable[[], tuple[str, str] | None] = lambda: None,
+) -> Shape | None:
     """The first server shape the files match, in the order LOOKED_FOR names them; None when
-    none does. `mentions_api(folder)`: whether a Python package's source names an endpoint."""
+    none does. `mentions_api(folder)`: whether a Python package's source names an endpoint;
+    `asgi_app()`: (a module's path, its FastAPI object's name) serving one, if any."""
     for find in (_vllm, _sglang, _tgi, _llama_cpp, _cargo):
         if shape := find(files):
             return _placed(shape)
-    shape = _python(files, mentions_api)
+    shape = _python(files, mentions_api) or _fastapi(files, asgi_app())
     return _placed(shape) if shape else None
 
 
@@ -269,27 +274,76 @@ def _python(files: Snapshot, mentions_api: Callable[[str], bool]) -> Shape | Non
         if not (main or script) or not mentions_api(folder):
             continue
         if main:
-            serve, how = f"{{python}} -m {package}", f"{folder}/__main__.py"
+            serve, how = f"{PYTHON} -m {package}", f"{folder}/__main__.py"
         else:
             module, attr = script[1].split(":")
             head, _, rest = attr.partition(".")
             call = f"{head}.{rest}()" if rest else f"{attr}()"
-            serve = f'{{python}} -c "import sys; from {module} import {head}; sys.exit({call})"'
+            serve = f'{PYTHON} -c "import sys; from {module} import {head}; sys.exit({call})"'
             how = f"console script {script[0]} = {script[1]}"
-        env = (("PYTHONPATH", "src"),) if src else ()
         return Shape(
             "Python", f"package {package} ({how}; its source names an OpenAI endpoint)",
-            meta.name or package, serve + " --port {port} {flags}", env=env,
+            meta.name or package, serve + " --port {port} {flags}", build=_install(files),
             guesses=(
-                Guess("serve", "it runs from each commit's source on the harness's own "
-                      "interpreter, whose environment must hold its dependencies (a virtual "
-                      "environment per commit: docs/projects.md, A Python server)"),
+                _venv_guess(files),
                 Guess("serve", "it takes --port PORT; add its model option (--model {model}) "
                       "if it has one"),
                 Guess("ready_path", "it is ready when /health (else /v1/models) answers 200"),
             ),
         )  # fmt: skip
     return None
+
+
+def _fastapi(files: Snapshot, app: tuple[str, str] | None) -> Shape | None:
+    if app is None:
+        return None
+    path, name = app
+    src = path.startswith("src/")
+    module = path.removeprefix("src/").removesuffix(".py").replace("/", ".")
+    folder = " --app-dir src" if src else ""
+    asked = files.text("requirements.txt") + files.text("pyproject.toml")
+    return Shape(
+        "FastAPI", f"a FastAPI app {name} in {path} (its package names an OpenAI endpoint)",
+        _project_name(files) or module.split(".")[0],
+        f"{PYTHON} -m uvicorn {module}:{name}{folder} --port {{port}} {{flags}}",
+        build=_install(files, "" if "uvicorn" in asked.lower() else "uvicorn"),
+        guesses=(
+            _venv_guess(files),
+            Guess("serve", f"uvicorn serves {module}:{name}; the model is the app's own "
+                  "(set MODEL or its option in env or serve if it takes one)"),
+            Guess("ready_path", "it is ready when /health (else /v1/models) answers 200"),
+        ),
+    )  # fmt: skip
+
+
+PYTHON = "{worktree}/.venv/bin/python"  # the commit's own environment (VENV, then _install)
+
+
+def _install(files: Snapshot, also: str = "") -> str:
+    """Each commit's own virtual environment with what the commit asks for: its requirements
+    file, then the project itself (so a change to either is measured)."""
+    steps = (
+        [".venv/bin/pip install -q -r requirements.txt"] if files.has("requirements.txt") else []
+    )
+    if files.has("pyproject.toml") or files.has("setup.py"):
+        steps.append(".venv/bin/pip install -q .")
+    if also:
+        steps.append(f".venv/bin/pip install -q {also}")
+    return VENV + " && ".join(steps) if steps else VENV.removesuffix(" && ")
+
+
+def _venv_guess(files: Snapshot) -> Guess:
+    what = " and ".join(
+        w for w, f in (("requirements.txt", "requirements.txt"), ("the project", "pyproject.toml"))
+        if files.has(f) or (f == "pyproject.toml" and files.has("setup.py"))
+    )  # fmt: skip
+    return Guess("build", f"each commit gets its own .venv with {what or 'uvicorn'} installed "
+                 "(the runner's pip index must have its dependencies)")  # fmt: skip
+
+
+def _project_name(files: Snapshot) -> str:
+    meta = python_meta(files)
+    return meta.name if meta else ""
 
 
 def _hub_model() -> Guess:

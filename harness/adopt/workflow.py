@@ -9,7 +9,8 @@ import re
 from harness.adopt.shapes import Shape
 
 PATH = ".github/workflows/servegate.yml"
-SUITE = "short-concurrency"  # a shipped suite: 4 chat clients, 512-token prompts
+CPU_SUITE = "short-concurrency"  # a shipped suite: 4 chat clients, 128-token prompts
+GPU_SUITE = "gpu-chat"  # 64 chat streams, lengths from a production chat trace
 BUDGET_MINUTES = 45
 TEMPLATE = """\
 # Gates every pull request: servegate builds the pull request's base and head as servegate.toml
@@ -80,6 +81,6 @@ def workflow_text(shape: Shape, action: str = ACTION) -> str:
         .replace("@RUNNER@", runner)
         .replace("@MODEL@", MODEL_STEP if shape.model else "")
         .replace("@EXTRAS@", GPU_EXTRAS if shape.gpu else "")
-        .replace("@SUITE@", SUITE)
+        .replace("@SUITE@", GPU_SUITE if shape.gpu else CPU_SUITE)
         .replace("@BUDGET@", str(BUDGET_MINUTES))
     )

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from harness.adopt.project_file import project_text
-from harness.adopt.repository import mentions_api, snapshot
+from harness.adopt.repository import asgi_app, mentions_api, snapshot
 from harness.adopt.shapes import LOOKED_FOR, recognise
 from harness.adopt.workflow import ACTION, ACTION_REF, workflow_text
 from harness.adopt.workflow import PATH as WORKFLOW_PATH
@@ -39,12 +39,12 @@ from harness.files import write_atomic
 def init(root: Path, force: bool, action: str) -> None:
     """Write servegate.toml and .github/workflows/servegate.yml for the server in this repository.
 
-    Reads files only (pyproject.toml, setup.py, CMakeLists.txt, Cargo.toml, source markers) and
-    recognises vLLM, SGLang, text-generation-inference, llama.cpp, a Cargo binary or a Python
-    package serving the OpenAI API. It prints what it recognised and every guess it made
-    (`assumed: ...`, also written as a `check:` comment above the key it shaped); correct
-    them, then run `harness check`. Exit 2 without writing anything when a file is already
-    there (unless --force) or when nothing is recognised.
+    Reads files only (pyproject.toml, setup.py, requirements.txt, CMakeLists.txt, Cargo.toml,
+    source markers) and recognises vLLM, SGLang, text-generation-inference, llama.cpp, a Cargo
+    binary, a Python package or a FastAPI app serving the OpenAI API. It prints what it
+    recognised and every guess it made (`assumed: ...`, also written as a `check:` comment
+    above the key it shaped); correct them, then run `harness check`. Exit 2 without writing
+    anything when a file is already there (unless --force) or when nothing is recognised.
 
     \b
     harness init
@@ -59,7 +59,9 @@ def init(root: Path, force: bool, action: str) -> None:
     there = next((p for p in (project, workflow) if p.exists() or p.is_symlink()), None)
     if not force and there:
         raise InputError(f"{there} exists: nothing written (--force replaces it)")
-    shape = recognise(snapshot(root), lambda folder: mentions_api(root, folder))
+    shape = recognise(
+        snapshot(root), lambda folder: mentions_api(root, folder), lambda: asgi_app(root)
+    )
     if shape is None:
         raise InputError(
             f"no server recognised in {root.resolve()}: looked for {LOOKED_FOR}; write "

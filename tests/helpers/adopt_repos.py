@@ -1,12 +1,16 @@
 """Throwaway git repositories shaped like the servers `harness init` recognises: only the marker
-files (manifests, a source file naming an endpoint), and `python_server`, whose package runs
-tests/helpers/scripted_server.py as its __main__ (a server `harness check` can start)."""
+files (manifests, a source file naming an endpoint); `python_server`, whose package runs
+tests/helpers/scripted_server.py as its __main__, and `fastapi_server`, a FastAPI app
+(tests/helpers/fastapi_app.py) with a requirements.txt: servers `harness check` can build
+into a virtual environment of their own and start."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from helpers import SCRIPTED_SERVER, git
+
+FASTAPI_APP = Path(__file__).with_name("fastapi_app.py")
 
 SHAPES = {
     "vllm": {
@@ -34,6 +38,12 @@ SHAPES = {
         "Cargo.toml": '[package]\nname = "fast-serve"\nversion = "0.1.0"\n',
         "Cargo.lock": "",
         "src/main.rs": 'fn main() { route("/v1/chat/completions"); }\n',
+    },
+    "fastapi": {
+        "requirements.txt": "fastapi\nuvicorn[standard]\n",
+        "app/__init__.py": "",
+        "app/main.py": "from fastapi import FastAPI\n\napp = FastAPI()\n\n\n"
+        '@app.post("/v1/chat/completions")\nasync def chat(): ...\n',
     },
     "python": {
         "pyproject.toml": '[project]\nname = "tiny-serve"\n\n[project.scripts]\n'
@@ -72,9 +82,23 @@ def python_server(root: Path) -> Path:
     """A Python package serving the OpenAI API (the scripted server as `python -m tinyserve`),
     with a small suite (suite.toml) and no project file: `harness init` writes it."""
     files = {
-        "pyproject.toml": '[project]\nname = "tinyserve"\n',
+        "pyproject.toml": '[project]\nname = "tinyserve"\nversion = "0"\n'
+        'dependencies = ["aiohttp"]\n',
         "tinyserve/__init__.py": "",
         "tinyserve/__main__.py": SCRIPTED_SERVER.read_text(),
+        "suite.toml": SUITE,
+        ".gitignore": "results/\n",
+    }
+    return shaped_repo(root, files)
+
+
+def fastapi_server(root: Path) -> Path:
+    """A FastAPI app serving the OpenAI API (`uvicorn app.main:app`), its dependencies in
+    requirements.txt, with a small suite (suite.toml) and no project file."""
+    files = {
+        "requirements.txt": "fastapi\nuvicorn\n",
+        "app/__init__.py": "",
+        "app/main.py": FASTAPI_APP.read_text(),
         "suite.toml": SUITE,
         ".gitignore": "results/\n",
     }

@@ -32,8 +32,11 @@ EXPECTED = {
             "--port {port} {flags}", "cargo build --release", True),
     "cargo": ("Cargo", "{worktree}/target/release/fast-serve --port {port} {flags}",
               "cargo build --release --locked", False),
-    "python": ("Python", '{python} -c "import sys; from tiny_serve.cli import main; '
-               'sys.exit(main())" --port {port} {flags}', "", False),
+    "python": ("Python", '{worktree}/.venv/bin/python -c "import sys; from tiny_serve.cli import '
+               'main; sys.exit(main())" --port {port} {flags}', ".venv/bin/pip install -q .",
+               False),
+    "fastapi": ("FastAPI", "{worktree}/.venv/bin/python -m uvicorn app.main:app --port {port} "
+                "{flags}", ".venv/bin/pip install -q -r requirements.txt", False),
 }  # fmt: skip
 
 
@@ -61,8 +64,8 @@ def test_init_writes_a_project_file_that_validates_and_a_workflow(tmp_path, shap
     if shape == "vllm":  # its KV gauge needs a scale from the first start: commented out
         assert project.gauges == ()
         assert '# gauges = ["vllm:kv_cache_usage_perc"]' in text
-    if shape == "python":
-        assert dict(project.env) == {"PYTHONPATH": "src"}
+    if shape in ("python", "fastapi"):  # each commit's own environment, made by its build
+        assert project.build.startswith("{python} -m venv .venv && ") and project.env == ()
 
     workflow = (repo / WORKFLOW).read_text()
     lines = [line.split("  # ")[0] for line in workflow.splitlines()]  # comments off
@@ -80,7 +83,8 @@ def test_init_writes_a_project_file_that_validates_and_a_workflow(tmp_path, shap
         "    runs-on: [self-hosted, gpu]" if gpu else "    runs-on: ubuntu-latest",
     ):
         assert line in lines, line
-    assert "          suites: short-concurrency" in lines and "short-concurrency" in shipped()
+    suite = "gpu-chat" if gpu else "short-concurrency"  # a GPU gets a GPU-sized load
+    assert f"          suites: {suite}" in lines and suite in shipped()
     assert "          budget-minutes: 45" in lines
     (step,) = [s for s in yaml.safe_load(workflow)["jobs"]["gate"]["steps"] if "with" in s
                and s.get("uses", "").startswith("servegate/")]  # fmt: skip
@@ -162,6 +166,8 @@ def test_names_from_a_manifest_never_reach_the_serve_line_unchecked(tmp_path):
                   '[[bin]]\nname = "x; touch pwned"\n[[bin]]\nname = "fast-serve"\n'},
         "python": {**SHAPES["python"], "pyproject.toml": '[project]\nname = "tiny-serve"\n'
                    '[project.scripts]\nevil = "tiny_serve.cli:main; touch pwned"\n'},
+        "fastapi": {"x; touch pwned/main.py": SHAPES["fastapi"]["app/main.py"],
+                    "app/$(touch pwned).py": SHAPES["fastapi"]["app/main.py"]},
     }  # fmt: skip
     for shape, files in evil.items():
         repo = shaped_repo(tmp_path / shape, files)

@@ -39,8 +39,9 @@ def test_every_other_shipped_gate_judges_decode_latency():
         gate = load_suite(name).gate
         assert {"itl_p50_ms", "tpot_ms"} <= set(gate), name
         # from measured noise per round: 15-30% where arms ran one after the other, 8-10%
-        # elsewhere, 5% in short-concurrency, whose arms take turns (docs/statistics.md)
-        least = 0.05 if name == "short-concurrency" else 0.08
+        # elsewhere, 5% in short-concurrency, whose arms take turns (docs/statistics.md), and
+        # in the GPU-sized suites (docs/suites.md)
+        least = 0.05 if name == "short-concurrency" or name.startswith("gpu-") else 0.08
         assert all(least <= gate[m] <= 0.30 for m in ("itl_p50_ms", "tpot_ms")), name
     assert not load_suite("sim-calibration").gate and not load_suite("cancellations").gate
 
