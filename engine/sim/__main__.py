@@ -20,7 +20,8 @@ import click
 from engine.cli import serve_options
 from engine.config import ConfigError, resolve_config
 from engine.model.load import load_model
-from engine.sim.costs import fit, load_costs, read_bounded, score
+from engine.sim.cost_file import load_costs
+from engine.sim.costs import fit, read_bounded, score
 from engine.sim.driver import simulate
 from engine.sim.roofline import Roofline
 

@@ -1,5 +1,5 @@
-"""CostModel: seconds of one forward from its shape, fitted to the engine's own steps (and
-load_costs: a cost model from a file, fitted or roofline, or a roofline named HARDWARE:SHAPE).
+"""CostModel: seconds of one forward from its shape, fitted to the engine's own steps
+(cost_file.py reads any cost model a user names, fitted or roofline).
 
 The form is linear in a few features of a step (what a step costs grows with them, and a
 least-squares fit of the real engine's step trace gives each one's price), per family:
@@ -101,31 +101,6 @@ class CostModel:
         return cls(
             data["name"], data["source"], data["model"], data["coefficients"], data.get("fit", {})
         )
-
-
-def load_costs(spec: str):
-    """A cost model: a JSON file (fitted, or a roofline saved), or `HARDWARE:SHAPE[:WEIGHTS]`
-    (a roofline from data/, e.g. h200:llama-3-8b). Raises ValueError with one line."""
-    from engine.sim.roofline import Roofline
-
-    path = Path(spec)
-    if not path.is_file():
-        if path.exists():  # a FIFO or a device: it would hang or never end
-            raise ValueError(f"cost model {spec}: not a regular file")
-        if ":" not in spec:
-            raise ValueError(f"cost model {spec}: no such file, nor HARDWARE:SHAPE")
-        return Roofline.named(*spec.split(":", 2))
-    try:
-        data = json.loads(read_bounded(path, "cost model"))
-        if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
-        if data.get("form") == "roofline":
-            return Roofline.from_dict(data)
-        return CostModel.load(path)
-    except (OSError, ValueError, KeyError, TypeError, RecursionError) as e:
-        why = f"no {e}" if isinstance(e, KeyError) else str(e)
-        why = why.removeprefix(f"cost model {path}: ")  # named once
-        raise ValueError(f"cost model {spec}: {why}") from None
 
 
 def fit(steps: list[dict], name: str, source: str, model: str) -> CostModel:

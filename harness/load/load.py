@@ -8,7 +8,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from contextlib import suppress
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import aiohttp
 
@@ -21,8 +21,15 @@ from harness.load.server_reads import ERROR_CAP, read_body
 from harness.load.stream import OVER_LONG, Stream, ended, error_text, parse
 from harness.workload.suite import Phase
 
-if TYPE_CHECKING:
-    from harness.load.workers import ClientWorkers
+
+class Workers(Protocol):
+    """Client processes that fire a phase's requests (workers.ClientWorkers)."""
+
+    async def fire(
+        self, phase: Phase, prompts: list[Prompt], units: list[int], start: float,
+        phase_end: float, on_done: Callable[[RequestRecord], None], stop: asyncio.Event,
+    ) -> list[RequestRecord]: ...  # fmt: skip
+
 
 READ_BUFSIZE = 10 * 1024 * 1024  # one SSE line must fit; a small buffer also costs reads
 RAW_BACKLOG_BYTES = 64 << 20  # raw reads held for parsing after the phase; beyond, parsed now
@@ -71,7 +78,7 @@ class LoadDriver:
         model: str,
         t0: float,
         baton: tuple[Baton, str] | None = None,  # shared with arms measured at once, our name
-        workers: ClientWorkers | None = None,  # client processes that fire the requests
+        workers: Workers | None = None,  # client processes that fire the requests
         raw_to_parent: bool = False,  # a client worker: the run's process parses its reads
     ) -> None:
         self.session, self.base, self.model, self.t0 = session, base, model, t0

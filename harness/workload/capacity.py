@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from harness.workload.levels import MODES
+MODES = ("concurrency", "rate")  # how a level is given: clients, or requests/s
 
 ATTAINMENT = 0.95  # a level meets the SLO when this share of its requests met every limit
 MAX_STEPS = 10

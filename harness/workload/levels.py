@@ -8,10 +8,9 @@ import math
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # suite.py imports this module's neighbour, capacity.py
+if TYPE_CHECKING:
     from harness.workload.suite import Phase
 
-MODES = ("concurrency", "rate")
 MIN_REQUESTS = 16  # per level: p95 from >= 16 requests, the 15th-16th order statistics
 PER_CLIENT = 4  # closed loop: each client sends >= 4 requests, so the first wave is a quarter
 RATE_SECONDS = 8  # open loop: >= 8 seconds of arrivals at the level's rate

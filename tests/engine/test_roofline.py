@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from engine.sim.costs import load_costs
+from engine.sim.cost_file import load_costs
 from engine.sim.roofline import Roofline, hardware
 
 from helpers import REPO

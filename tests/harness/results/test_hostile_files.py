@@ -320,7 +320,7 @@ def test_a_cost_model_that_would_never_end_is_refused(tmp_path, value, verb):
 
 @pytest.mark.parametrize("value", [float("nan"), -0.5], ids=["nan", "neg"])
 def test_the_engine_refuses_such_a_cost_model_too(tmp_path, value):
-    from engine.sim.costs import load_costs
+    from engine.sim.cost_file import load_costs
 
     costs = write(tmp_path / "costs.json", cost_model(value))
     with pytest.raises(ValueError, match=r"coefficients\.decode\[1\] is"):
