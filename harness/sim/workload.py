@@ -5,7 +5,8 @@ Prompts are seeded token ids of each request's drawn length. What the served pro
 kept: a phase's `prefix_tokens` are shared, a trace's hash ids are shared blocks of BLOCK_TOKENS
 (whole blocks only, as the load driver builds them), and a chat request is marked `chat`: the
 simulator opens it with the tokens its model's chat template puts before every message.
-Conversations and datasets of prompts are not simulated; a dataset of lengths is.
+Conversations, datasets of prompts, cancels and settling are not simulated (a suite
+with them is refused in one line); a dataset of lengths is.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from harness.workload.suite import Phase, Suite
 from harness.workload.trace import BLOCK_TOKENS
 
 IDS = (3, 250)  # token ids every model here has (tiny's vocabulary is 259)
+
+
+UNSIMULATED = ("cancel_share", "settle_s")  # a client's cancels; an unmeasured settling start
 
 
 class SimError(ValueError):
@@ -46,6 +50,9 @@ def groups(phase: Phase, lengths: list[int]) -> list[dict]:
         raise SimError(
             f"phase {phase.name!r}: conversations and datasets of prompts are not simulated"
         )
+    if unsimulated := [k for k in UNSIMULATED if getattr(phase, k)]:
+        raise SimError(f"phase {phase.name!r}: {', '.join(unsimulated)} is not simulated (the "
+                       "simulator sends every request whole, from the phase's start)")  # fmt: skip
     ids = prompts(phase, lengths)
     outs = [r.output_length for r in phase.trace.requests] if phase.trace else None
     if phase.dataset is not None:  # a length distribution: each row's output, capped

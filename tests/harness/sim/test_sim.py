@@ -150,6 +150,14 @@ def test_a_cost_model_of_another_model_is_refused_in_one_line(tmp_path):
     assert r.returncode == 2 and f"cost model {costs}" in r.stderr, r.stderr
 
 
+def test_a_suite_with_what_the_simulator_cannot_do_is_refused_in_one_line(tmp_path):
+    r = cli("ab", "--sim", "h200:smollm2-135m", "--suite", "cancellations", "--base", "HEAD",
+            "--head", "HEAD", "--quiet", "--out-dir", str(tmp_path), cwd=REPO)  # fmt: skip
+    assert r.returncode == 2, r.stdout + r.stderr
+    (line,) = r.stderr.strip().splitlines()[-1:]
+    assert "phase 'main': cancel_share is not simulated" in line and "Traceback" not in r.stderr
+
+
 # one of each path: a padded batch and its spill, a 32-row storm, chunks, chat prompts sharing
 # the template's opening (smoke, single-client and short-concurrency repeat these; kept out of
 # CI's 20 minutes, they are equal too: `harness sim validate --model tiny` shows it)
