@@ -70,4 +70,8 @@ def project_text(shape: Shape) -> str:
         )
         lines += ["# [server.device_memory]", f"# gauges = [{toml_string(shape.gauge)}]",
                   "# scale = 0"]  # fmt: skip
+    lines += ["", "[gate]", *comment(
+        "the suite `harness check`, `harness ab` and `harness bisect` run here without --suite; "
+        "the workflow names it too (its `suites` input)", "# ", "# "),
+        f"suite = {toml_string(shape.suite)}"]  # fmt: skip
     return "\n".join(lines) + "\n"

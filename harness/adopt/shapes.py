@@ -17,6 +17,8 @@ GGUF_MODEL = "/models/SmolLM2-135M-Instruct-Q4_K_M.gguf"
 GPU_READY_TIMEOUT = 900  # a GPU server's cold start: weights, compilation, CUDA graphs
 GPU_BUILD_TIMEOUT = 3600
 VENV = "{python} -m venv .venv && "  # each commit's own environment, in its worktree
+GPU_SUITE = "gpu-chat"  # 64 chat streams, lengths from a production chat trace
+CPU_SUITE = "short-concurrency"  # 4 chat clients, 128-token prompts
 LOOKED_FOR = (
     "vLLM (a Python package named vllm), SGLang (sglang), text-generation-inference (a Cargo "
     "workspace with router and launcher), llama.cpp (a llama-server CMake target), a Cargo "
@@ -51,6 +53,11 @@ class Shape:
     gauge: str = ""  # its KV pool's /metrics gauge, written commented out: its scale is
     gauge_scale: str = ""  # this, in words, which no file of the repository says
     guesses: tuple[Guess, ...] = ()
+
+    @property
+    def suite(self) -> str:
+        """The shipped suite its gate runs: a GPU-sized load for a GPU server."""
+        return GPU_SUITE if self.gpu else CPU_SUITE
 
 
 @dataclass(frozen=True)

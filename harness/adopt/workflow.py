@@ -9,8 +9,6 @@ import re
 from harness.adopt.shapes import Shape
 
 PATH = ".github/workflows/servegate.yml"
-CPU_SUITE = "short-concurrency"  # a shipped suite: 4 chat clients, 128-token prompts
-GPU_SUITE = "gpu-chat"  # 64 chat streams, lengths from a production chat trace
 BUDGET_MINUTES = 45
 TEMPLATE = """\
 # Gates every pull request: servegate builds the pull request's base and head as servegate.toml
@@ -81,6 +79,6 @@ def workflow_text(shape: Shape, action: str = ACTION) -> str:
         .replace("@RUNNER@", runner)
         .replace("@MODEL@", MODEL_STEP if shape.model else "")
         .replace("@EXTRAS@", GPU_EXTRAS if shape.gpu else "")
-        .replace("@SUITE@", GPU_SUITE if shape.gpu else CPU_SUITE)
+        .replace("@SUITE@", shape.suite)
         .replace("@BUDGET@", str(BUDGET_MINUTES))
     )

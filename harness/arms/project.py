@@ -63,6 +63,7 @@ class Project:
     gauge_scale: float = 1.0  # bytes per unit of those gauges
     budget_minutes: float | None = None  # [gate]: what a CI job gives an A/B (`--budget-minutes`)
     inconclusive: str | None = None  # [gate]: "fail" makes an undecided A/B exit 1
+    suite: str = ""  # [gate]: the suite `ab`, `bisect` and `check` run here without --suite
     isolated: dict = field(default_factory=dict)  # [server.isolated]: what --isolated replaces
 
     def variant(self, isolated: bool) -> Project:
@@ -102,7 +103,7 @@ def load_project(path: Path) -> Project:
         raise ProjectError(f"{path}: {exc}") from None
 
 
-GATE = {"budget_minutes": schema.NUMBER, "inconclusive": str}
+GATE = {"budget_minutes": schema.NUMBER, "inconclusive": str, "suite": str}
 
 
 def parse_project(data: dict, path: Path) -> Project:
@@ -168,6 +169,7 @@ def parse_project(data: dict, path: Path) -> Project:
         gauge_scale=float(memory.get("scale", 1)),
         budget_minutes=gate.get("budget_minutes"),
         inconclusive=gate.get("inconclusive"),
+        suite=gate.get("suite", ""),
         isolated=isolated,
     )
 

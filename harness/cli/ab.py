@@ -18,6 +18,7 @@ from harness.cli.errors import InputError, input_error, shown
 from harness.cli.finish import Ending, finish, interrupted
 from harness.cli.options import (
     COSTS,
+    SUITE_HELP,
     api_key_option,
     arm_context,
     budget_option,
@@ -36,6 +37,7 @@ from harness.cli.options import (
     rounds_options,
     side_options,
     sides_from,
+    suite_here,
     workload_options,
 )
 from harness.cli.outputs import (
@@ -74,7 +76,7 @@ from harness.sim.gate import compare_simulated
 from harness.sim.simulated_run import described, sim_run
 from harness.sim.workload import SimError
 from harness.stats.sequential import Schedule
-from harness.workload.suite import DEFAULT_SUITE, SuiteError, load_suite, override
+from harness.workload.suite import SuiteError, load_suite, override
 
 
 def fmt(x: float | None) -> str:
@@ -174,10 +176,9 @@ def ab_ending(result: dict, out_dir: Path, interrupted: bool = False) -> Ending:
 @click.option(
     "--suite",
     "suite_name",
-    default=DEFAULT_SUITE,
-    show_default=True,
+    default=None,
     metavar="NAME_OR_PATH",
-    help="A shipped suite (`harness suites`) or a .toml path.",
+    help=SUITE_HELP,
 )
 @click.option("--model", default=None, help="Model for both arms [default: the suite's].")
 @click.option("--flags", default=None, help="Server flags for both arms, replacing the suite's.")
@@ -264,6 +265,7 @@ def ab(
     console = Console(stderr=True)
     try:
         sides = default_refs(sides_from(side_opts, base_ref, head_ref))
+        suite_name = suite_here(suite_name, project_file)
         suite = override(load_suite(suite_name), clients=clients, requests=requests,
                          prompt_tokens=prompt_tokens, max_tokens=max_tokens, rate=rate,
                          client_procs=client_procs)  # fmt: skip
@@ -288,6 +290,7 @@ def ab(
             print_plan(plans, residency, rounds=True, devices=devices, sim=sim_costs)
         except SimError as e:
             raise input_error(e) from None
+        click.echo(terminal(f"suite: {suite.name} ({suite.path})"))
         block = len(devices) if len(devices) > 1 else 1
         click.echo(rounds_line(Schedule.plan(rounds, max_rounds, block=block).looks, extend_to))
         if line := client_line(suite):

@@ -20,6 +20,7 @@ from harness.bisect.commits import commit_info, first_parent_commits
 from harness.cli.errors import EXIT_INVALID, InputError, input_error, shown
 from harness.cli.finish import Ending, finish, interrupted
 from harness.cli.options import (
+    SUITE_HELP,
     api_key_option,
     budget_option,
     check_rounds,
@@ -29,6 +30,7 @@ from harness.cli.options import (
     project_option,
     report_options,
     residency_option,
+    suite_here,
 )
 from harness.cli.outputs import OutputError, checked_summary, fresh_dir
 from harness.escape import terminal
@@ -36,7 +38,7 @@ from harness.report.display import LiveProgress
 from harness.report.summary import bisect_summary
 from harness.runs.budget import Budget
 from harness.runs.plan import Context, placed_devices
-from harness.workload.suite import DEFAULT_SUITE, SuiteError, load_suite
+from harness.workload.suite import SuiteError, load_suite
 
 
 def print_path(console: Console, data: dict) -> None:
@@ -76,10 +78,9 @@ def print_path(console: Console, data: dict) -> None:
 @click.option(
     "--suite",
     "suite_name",
-    default=DEFAULT_SUITE,
-    show_default=True,
+    default=None,
     metavar="NAME_OR_PATH",
-    help="A shipped suite (`harness suites`) or a .toml path.",
+    help=SUITE_HELP,
 )
 @click.option(
     "--metric",
@@ -158,6 +159,7 @@ def bisect(
     check_rounds(rounds, max_rounds)
     console = Console(stderr=True)
     try:
+        suite_name = suite_here(suite_name, project_file)
         suite = load_suite(suite_name)
         repo = repo_root(Path.cwd())
         commits = first_parent_commits(repo, good_ref, bad_ref)

@@ -20,6 +20,7 @@ from harness.arms.worktrees import RefError, checkout, repo_root
 from harness.cli.errors import EXIT_INVALID, InputError, input_error, one_line, shown
 from harness.cli.options import (
     SECONDS,
+    SUITE_HELP,
     api_key_option,
     arm_context,
     budget_option,
@@ -30,6 +31,7 @@ from harness.cli.options import (
     rounds_line,
     rounds_options,
     servers_line,
+    suite_here,
     workload_options,
 )
 from harness.cli.outputs import OutputError, fresh_dir, writable_dir
@@ -47,10 +49,9 @@ from harness.workload.suite import SuiteError, load_suite, override
 @click.option(
     "--suite",
     "suite_name",
-    default="short-concurrency",
-    show_default=True,
+    default=None,
     metavar="NAME_OR_PATH",
-    help="The suite the gate runs: a shipped name (`harness suites`) or a .toml path.",
+    help=SUITE_HELP,
 )
 @click.option(
     "--ref", default="HEAD", show_default=True, metavar="REF", help="The commit to build and serve."
@@ -97,6 +98,7 @@ def check(
     console = Console(stderr=True)
     _project_here(project_file)
     try:
+        suite_name = suite_here(suite_name, project_file)
         suite = override(load_suite(suite_name), clients=clients, requests=requests,
                          prompt_tokens=prompt_tokens, max_tokens=max_tokens, rate=rate,
                          client_procs=client_procs)  # fmt: skip

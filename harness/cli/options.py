@@ -15,8 +15,14 @@ from pathlib import Path
 import click
 
 from harness.arms.arms import ArmError
-from harness.arms.project import RESIDENCY, device_list, find_project, load_project
-from harness.arms.worktrees import repo_root
+from harness.arms.project import (
+    RESIDENCY,
+    ProjectError,
+    device_list,
+    find_project,
+    load_project,
+)
+from harness.arms.worktrees import RefError, repo_root
 from harness.escape import terminal
 from harness.load.workers import STREAMS_PER_PROC, procs_for
 from harness.results.verdicts import INCONCLUSIVE_CHOICES
@@ -25,7 +31,13 @@ from harness.sim.costs import check_costs
 from harness.sim.simulated_run import sim_argv
 from harness.sim.workload import SimError
 from harness.stats.sequential import AUTO_MAX_ROUNDS
-from harness.workload.suite import AUTO, Suite, SuiteError, parse_client_procs
+from harness.workload.suite import (
+    AUTO,
+    DEFAULT_SUITE,
+    Suite,
+    SuiteError,
+    parse_client_procs,
+)
 
 
 class Finite(click.ParamType):
@@ -321,6 +333,24 @@ def quiet_wait_option(command: Callable) -> Callable:
         "quarter of a core busy (sampled a second at a time). Every round records the cores "
         "others used during it, the CPU steal and the load either way.  [default: no wait]",
     )(command)
+
+
+SUITE_HELP = (
+    "A shipped suite (`harness suites`) or a .toml path. [default: servegate.toml's [gate] "
+    f"suite, else {DEFAULT_SUITE}]"
+)
+
+
+def suite_here(asked: str | None, project_file: Path | None) -> str:
+    """--suite as given, else the suite this repository's project file gates with, else the
+    default (a broken project file is said where the arms are planned, not here)."""
+    if asked is not None:
+        return asked
+    try:
+        project = find_project(repo_root(Path.cwd()), project_file)
+    except (RefError, ProjectError):
+        return DEFAULT_SUITE
+    return project.suite or DEFAULT_SUITE
 
 
 def devices_option(command: Callable) -> Callable:

@@ -100,6 +100,10 @@ def test_init_writes_a_project_file_that_validates_and_a_workflow(tmp_path, shap
     assert planned.returncode == 0, planned.stdout + planned.stderr
     arms = [line for line in planned.stdout.splitlines() if line.startswith(("base:", "head:"))]
     assert len(arms) == 2 and all(" commit " in line for line in arms), planned.stdout
+    assert project.suite == suite and f"suite: {suite} (" in planned.stdout  # as the workflow's
+    asked = cli("ab", "--base", "HEAD~1", "--head", "HEAD", "--dry-run", "--suite", "smoke",
+                cwd=repo)  # fmt: skip
+    assert "suite: smoke (" in asked.stdout, asked.stdout + asked.stderr
 
 
 def test_nothing_recognised_is_one_line_naming_what_was_looked_for(tmp_path):

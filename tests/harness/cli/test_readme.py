@@ -84,6 +84,10 @@ EXPECTED = {
         p["servers"] == "at once, one per device (0,1), swapping every round"
         and p["budget"].startswith("25 min")
     ),
+    "tensor-parallel: two devices per arm": lambda p, r: (
+        p["servers"] == "at once, one per group (0+1,2+3), swapping every round"
+        and "HuggingFaceTB/SmolLM2-135M-Instruct" in p["head"]  # gpu-chat's model
+    ),
     "as many rounds as the noise needs": lambda p, r: (
         p["rounds"].endswith("then up to 41 as the noise measured needs")
         and p["budget"].startswith("20 min")
