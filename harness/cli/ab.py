@@ -14,6 +14,7 @@ from rich.table import Table
 from harness.arms.arms import ArmError
 from harness.arms.project import ProjectError
 from harness.arms.worktrees import RefError
+from harness.cli.command_line import harness_command
 from harness.cli.errors import InputError, input_error, shown
 from harness.cli.finish import Ending, finish, interrupted
 from harness.cli.options import (
@@ -23,17 +24,13 @@ from harness.cli.options import (
     arm_context,
     budget_option,
     check_rounds,
-    client_line,
     devices_option,
     dry_run_option,
-    harness_command,
     inconclusive_option,
-    print_plan,
     project_option,
     quiet_wait_option,
     report_options,
     residency_option,
-    rounds_line,
     rounds_options,
     side_options,
     sides_from,
@@ -46,6 +43,7 @@ from harness.cli.outputs import (
     fresh_dir,
     writable_dir,
 )
+from harness.cli.plan_lines import client_line, print_plan, rounds_line
 from harness.escape import terminal
 from harness.report.ab_report import to_plain, write_report
 from harness.report.display import LiveProgress

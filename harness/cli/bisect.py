@@ -17,6 +17,7 @@ from harness.bisect.bisect import BisectError
 from harness.bisect.bisect_report import headline, step_row, summary, write_bisect_report
 from harness.bisect.bisector import Bisector, Step
 from harness.bisect.commits import commit_info, first_parent_commits
+from harness.cli.command_line import harness_command
 from harness.cli.errors import EXIT_INVALID, InputError, input_error, shown
 from harness.cli.finish import Ending, finish, interrupted
 from harness.cli.options import (
@@ -26,7 +27,6 @@ from harness.cli.options import (
     check_rounds,
     devices_option,
     dry_run_option,
-    harness_command,
     project_option,
     report_options,
     residency_option,

@@ -28,13 +28,12 @@ from harness.cli.options import (
     devices_option,
     project_option,
     residency_option,
-    rounds_line,
     rounds_options,
-    servers_line,
     suite_here,
     workload_options,
 )
 from harness.cli.outputs import OutputError, fresh_dir, writable_dir
+from harness.cli.plan_lines import rounds_line, servers_line
 from harness.escape import terminal
 from harness.report.display import LiveProgress
 from harness.runs.cold import measure_cold, server_log

@@ -33,13 +33,12 @@ from harness.cli.options import (
     SECONDS,
     api_key_option,
     arm_context,
-    client_line,
     dry_run_option,
-    print_plan,
     project_option,
     workload_options,
 )
 from harness.cli.outputs import OutputError, writable_file
+from harness.cli.plan_lines import client_line, print_plan
 from harness.cli.sim import sim
 from harness.cli.sweep import sweep
 from harness.escape import terminal

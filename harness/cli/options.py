@@ -4,11 +4,7 @@
 from __future__ import annotations
 
 import math
-import os
 import re
-import shlex
-import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,21 +14,17 @@ from harness.arms.arms import ArmError
 from harness.arms.project import (
     RESIDENCY,
     ProjectError,
-    device_list,
     find_project,
     load_project,
 )
 from harness.arms.worktrees import RefError, repo_root
-from harness.escape import terminal
-from harness.load.workers import STREAMS_PER_PROC, procs_for
+from harness.load.workers import STREAMS_PER_PROC
 from harness.results.verdicts import INCONCLUSIVE_CHOICES
-from harness.runs.plan import ArmPlan, Context, Side, check_sides, together
+from harness.runs.plan import Context, Side, check_sides
 from harness.sim.costs import check_costs
-from harness.sim.simulated_run import sim_argv
 from harness.sim.workload import SimError
 from harness.stats.sequential import AUTO_MAX_ROUNDS
 from harness.workload.suite import (
-    AUTO,
     DEFAULT_SUITE,
     Suite,
     SuiteError,
@@ -61,20 +53,6 @@ class Finite(click.ParamType):
 SECONDS = Finite(0, math.inf, "number of seconds > 0")
 ROUNDS, MAX_ROUNDS = 3, 9  # a gate's first look, and its last
 RATE = Finite(0, math.inf, "rate > 0 (requests per second)")
-
-
-def rounds_line(looks: tuple[int, ...], extend_to: int | None) -> str:
-    """`rounds: 3, up to 9 (looks at 3, 5, 7, 9)`, and how far `auto` may move the last."""
-    more = f", then up to {extend_to} as the noise measured needs" if extend_to else ""
-    return f"rounds: {looks[0]}, up to {looks[-1]} (looks at {', '.join(map(str, looks))}){more}"
-
-
-def client_line(suite: Suite) -> str | None:
-    """`client processes: N` when more than one fires the requests, or how `auto` picks."""
-    if suite.client_procs == AUTO:
-        n = procs_for(suite)
-        return f"client processes: auto, {n} here" if n > 1 else None
-    return f"client processes: {suite.client_procs}" if suite.client_procs > 1 else None
 
 
 class ClientProcs(click.ParamType):
@@ -204,77 +182,6 @@ def workload_options(command: Callable) -> Callable:
     ):
         command = option(command)
     return command
-
-
-def harness_command(argv: list[str] | None = None) -> str:
-    """This invocation as a shell line, for a report's Reproduce section (portable_command)."""
-    ctx = click.get_current_context(silent=True)
-    params = ctx.command.params if ctx else []
-    flags = frozenset(o for p in params if getattr(p, "is_flag", False) for o in p.opts)
-    argv = sys.argv[1:] if argv is None else argv
-    temps = (tempfile.gettempdir(), *filter(None, [os.environ.get("RUNNER_TEMP")]))
-    return portable_command(argv, Path.cwd(), sys.executable, temps, flags)
-
-
-DROPPED_IF_TEMPORARY = ("--out-dir", "--summary")  # outputs: a temporary one is no one's
-
-
-def portable_command(
-    argv: list[str],
-    cwd: Path,
-    python: str,
-    temp: str | tuple[str, ...],
-    flags: frozenset[str] = frozenset(),
-) -> str:
-    """`harness ARGS` (`flags`: the options that take no value) as a line that means the same
-    in any clone, run from the repository's root: absolute paths inside `cwd` made relative;
-    an --out-dir or --summary in a temporary folder `temp` (the system's, and a CI runner's
-    $RUNNER_TEMP), or an --out-dir that is the
-    default results/, dropped; in a command template, this interpreter (`python`) written
-    `{python}`, which names it there. The refs are pinned later, when the commits are known
-    (report.summary.reproduce)."""
-
-    def rel(value: str) -> str:
-        path = Path(value)
-        if path.is_absolute() and path.is_relative_to(cwd):
-            return str(path.relative_to(cwd)) or "."
-        return value
-
-    def template(value: str) -> str:
-        try:
-            tokens = shlex.split(value)
-        except ValueError:
-            return value
-        for token in dict.fromkeys(tokens):
-            new = "{python}" if token in (python, str(Path(python).resolve())) else rel(token)
-            value = value.replace(token, new) if new != token else value
-        return value
-
-    def dropped(key: str, value: str) -> bool:
-        if key not in DROPPED_IF_TEMPORARY:
-            return False
-        path = Path(value)
-        default = key == "--out-dir" and (cwd / path).resolve() == (cwd / "results").resolve()
-        temps = (temp,) if isinstance(temp, str) else temp
-        return default or (path.is_absolute() and any(path.is_relative_to(t) for t in temps))
-
-    out, args = [], list(argv)
-    while args:
-        arg = args.pop(0)
-        key, eq, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)
-        if key and not eq and (key in flags or not args):
-            out.append(arg)  # an option that takes no value
-            continue
-        if key and not eq:
-            value = args.pop(0)
-        if dropped(key, value):
-            continue
-        value = template(value) if key in TEMPLATES else rel(value)
-        out += [f"{key}={value}"] if eq else [key, value] if key else [value]
-    return "harness " + " ".join(shlex.quote(a) for a in out)
-
-
-TEMPLATES = ("--serve-cmd", "--base-cmd", "--head-cmd")  # options whose value is a command
 
 
 def api_key_option(command: Callable) -> Callable:
@@ -459,45 +366,6 @@ def dry_run_option(command: Callable) -> Callable:
         "resolved with git alone; nothing is checked out, built, started or written. With "
         "--sim, the simulator's command for each arm.",
     )(command)
-
-
-def print_plan(
-    plans: dict[str, ArmPlan],
-    residency: str | None = None,
-    rounds: bool = False,
-    devices: tuple[str, ...] = (),
-    sim: str | None = None,
-) -> None:
-    """One line per arm, then for rounds of several servers (ab) how many are up at once: what
-    --dry-run promises (scripts may read it). With `sim` (a cost model), what --sim would run
-    for each arm instead of its server (raises SimError for an arm it cannot simulate)."""
-    for name, plan in plans.items():
-        d = plan.desc
-        where = f" commit {d['commit']}" if d.get("commit") else ""
-        what = f"serve: {d['cmd']}" if d.get("cmd") else f"running at {plan.arm.url}"
-        if sim is not None:
-            argv = sim_argv(plan.arm, sim, "WORKLOAD.json")
-            what = f"simulate: {shlex.join(argv)} in {plan.arm.cwd}"
-        flags = " ".join(d.get("flags") or []) or "(none)"
-        env = " ".join(f"{k}={v}" for k, v in (d.get("env") or {}).items())
-        line = f"{name}: {d['label']}{where} | {what} | flags: {flags}" + (
-            f" | env: {env}" * bool(env)
-        )
-        click.echo(terminal(line))
-    if sim is not None:
-        click.echo("simulated: one deterministic run per arm on a virtual clock (WORKLOAD.json: "
-                   "the suite's requests, written when it runs); no server is started")  # fmt: skip
-    elif rounds:
-        click.echo(f"servers: {servers_line(plans, residency, devices)}")
-
-
-def servers_line(plans: dict[str, ArmPlan], residency: str | None, devices: tuple) -> str:
-    """How a round's servers run: `one-at-a-time`, `together`, or at once on devices."""
-    if len(devices) > 1:
-        each = "group" if "," in devices[0] else "device"
-        return f"at once, one per {each} ({device_list(devices)}), swapping every round"
-    how = "together" if together(plans, residency, devices) else "one-at-a-time"
-    return how + (f" on device {devices[0]}" if devices else "")
 
 
 def arm_context(

@@ -19,8 +19,9 @@ from harness.arms.arms import Arm, ArmError
 from harness.arms.launcher import LaunchError
 from harness.arms.project import ProjectError
 from harness.arms.worktrees import RefError
+from harness.cli.command_line import harness_command
 from harness.cli.errors import EXIT_INVALID, InputError, input_error
-from harness.cli.options import COSTS, arm_context, harness_command
+from harness.cli.options import COSTS, arm_context
 from harness.cli.outputs import OutputError, writable_file
 from harness.files import strict_json, write_atomic
 from harness.report.display import LiveProgress, print_run

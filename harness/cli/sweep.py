@@ -10,6 +10,7 @@ from rich.console import Console
 from harness.arms.arms import ArmError
 from harness.arms.project import ProjectError
 from harness.arms.worktrees import RefError
+from harness.cli.command_line import harness_command
 from harness.cli.errors import InputError, input_error
 from harness.cli.finish import Ending, finish, interrupted
 from harness.cli.options import (
@@ -20,14 +21,13 @@ from harness.cli.options import (
     budget_option,
     devices_option,
     dry_run_option,
-    harness_command,
-    print_plan,
     project_option,
     report_options,
     side_options,
     sides_from,
 )
 from harness.cli.outputs import OutputError, checked_summary, fresh_dir
+from harness.cli.plan_lines import print_plan
 from harness.report.display import LiveProgress
 from harness.report.summary import sweep_summary
 from harness.results.errors import ComparisonError

@@ -3,7 +3,7 @@ root (paths relative, temporary outputs and defaults dropped, the interpreter by
 
 from pathlib import Path
 
-from harness.cli.options import portable_command
+from harness.cli.command_line import portable_command
 
 CWD = Path("/home/u/repo")
 PYTHON = "/home/u/repo/.venv/bin/python"
