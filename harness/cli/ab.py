@@ -47,7 +47,6 @@ from harness.cli.plan_lines import client_line, print_plan, rounds_line
 from harness.escape import terminal
 from harness.report.ab_report import to_plain, write_report
 from harness.report.display import LiveProgress
-from harness.report.saved import compare_saved, load_result
 from harness.report.sentences import (
     clear_pass,
     gate_warnings,
@@ -59,9 +58,11 @@ from harness.report.summary import ab_summary
 from harness.report.tables import fmt_value
 from harness.results.errors import ComparisonError
 from harness.results.metrics import Method
+from harness.results.saved import load_result
 from harness.results.verdicts import exit_meaning, is_simulated
 from harness.runs.ab import ABRunner, ab_result, finished
 from harness.runs.budget import Budget, search_within
+from harness.runs.offline import compare_saved
 from harness.runs.plan import (
     default_refs,
     label_arms,

@@ -10,11 +10,11 @@ from harness.cli.errors import InputError
 from harness.cli.outputs import OutputError, same_file, writable_file
 from harness.files import strict_json, write_atomic
 from harness.names import claim_file
-from harness.report.saved import runs_of
 from harness.report.vllm_export import vllm_result
 from harness.results import store
 from harness.results.checked import check_exportable
 from harness.results.errors import ComparisonError
+from harness.results.saved import runs_of
 
 
 @click.command()

@@ -24,11 +24,11 @@ from harness.report.plots import (
     plot_ttft,
     plot_windows,
 )
-from harness.report.saved import is_run, load_result
 from harness.report.sentences import gate_warnings
 from harness.report.summary import arm_shas, reproduce
 from harness.results import store
 from harness.results.errors import ComparisonError
+from harness.results.saved import is_run, load_result
 
 TEMPLATES = shipped_dir("templates")
 

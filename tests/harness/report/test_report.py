@@ -12,8 +12,8 @@ import pytest
 from harness.report.ab_report import rerender_report, slug, write_report
 from harness.report.engagement import engagement
 from harness.report.plots import label_rows
-from harness.report.saved import compare_saved
 from harness.results.errors import ComparisonError
+from harness.runs.offline import compare_saved
 from harness.stats.compare import compare_rounds
 
 from helpers.fake_runs import realistic_run

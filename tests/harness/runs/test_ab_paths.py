@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness.report.saved import load_result
+from harness.results.saved import load_result
 
 from helpers import REPO
 from helpers.arms import scripted
