@@ -8,9 +8,9 @@ from statistics import median
 
 from harness.escape import markdown
 from harness.report.sentences import clear_change, trade_off, verdict_words
+from harness.results.machines import machine_identity
 from harness.results.metrics import METRICS, Method
 from harness.results.verdicts import exit_meaning, is_simulated
-from harness.runs.machine import machine_identity
 
 KEY_METRICS = ("ttft_p50_ms", "ttft_p95_ms", "e2e_p50_ms", "tok_s", "peak_rss_bytes", "errors",
                "startup_s", "startup_peak_rss_bytes")  # fmt: skip

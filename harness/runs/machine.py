@@ -83,14 +83,6 @@ def machine_facts() -> dict:
     }
 
 
-VOLATILE = ("load_average",)  # how busy the machine was, not which machine it is
-
-
-def machine_identity(facts: dict) -> dict:
-    """The facts that name a machine: two runs on one box have equal identities at any load."""
-    return {k: v for k, v in facts.items() if k not in VOLATILE}
-
-
 def git_commit(cwd: Path) -> str | None:
     """The commit checked out at `cwd`, with `+dirty` when the tree has changes."""
     try:
