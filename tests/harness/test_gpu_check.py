@@ -23,7 +23,7 @@ def test_its_dry_run_prints_every_step_and_names_what_exists(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     steps = dict(re.findall(r"^\[([\w-]+)\] (.*)$", r.stdout, re.M))
     assert list(steps) == ["install", "shape-model", "machine", "cuda", "engine-tests", "aa",
-                           "boundary-spill", "client-scaling", "roofline"]  # fmt: skip
+                           "boundary-spill", "gpu-chat", "client-scaling", "roofline"]  # fmt: skip
     assert not (tmp_path / "out").exists()  # a dry run writes nothing
     assert "ENGINE_DEVICE=cuda" in steps["engine-tests"] and (REPO / "tests" / "engine").is_dir()
     assert (REPO / "scripts" / "sim_gpu_check.sh").is_file()
@@ -31,6 +31,7 @@ def test_its_dry_run_prints_every_step_and_names_what_exists(tmp_path):
     assert (REPO / "scripts" / "shape_model.py").is_file()
     assert (REPO / "scripts" / "client_limits.py").is_file()
     assert (REPO / "suites" / "boundary-spill.toml").is_file()
+    assert (REPO / "suites" / "lengths" / "azure-chat-2023.jsonl").is_file()  # gpu-chat's, tracked
     extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert {"gpu", "cuda"} <= set(extras["optional-dependencies"])
     assert "nvidia-ml-py" in " ".join(extras["optional-dependencies"]["gpu"])
