@@ -5,7 +5,6 @@ is what the scripted server makes certain: its gauge, its TTFT and ITL, its devi
 
 from __future__ import annotations
 
-import json
 import math
 import re
 
@@ -174,14 +173,26 @@ def test_device_memory_from_the_gauge_for_command_and_url_arms(tmp_path):
     assert device["verdict"] == "REGRESSION"
     assert (device["base_value"], device["head_value"]) == (1e9 * 1.04, 1.3e9 * 1.04)
 
-    serve = scripted(f"{TIMES} --device-bytes 1e9", model=marker)
-    with Launcher(make_arm(marker, serve_cmd=serve), tmp_path / "url.log") as server:
-        got = harness("run", "--quiet", "--suite", "suite.toml", "--project", "p.toml",
-                      "--url", server.url, "--out", "url.json", cwd=tmp_path,
-                      cache=tmp_path / "cache")  # fmt: skip
+    # the same two servers already running, given by URL (containers, another team's fleet)
+    base = make_arm(marker, serve_cmd=scripted(f"{TIMES} --device-bytes 1e9", model=marker))
+    head = make_arm(marker, serve_cmd=scripted(f"{TIMES} --device-bytes 1.3e9 --tag b",
+                                               model=marker))  # fmt: skip
+
+    def by_url(n: int):
+        out = tmp_path / f"url{n}"
+        with Launcher(base, tmp_path / "b.log") as b, Launcher(head, tmp_path / "h.log") as h:
+            r = harness("ab", "--quiet", "--suite", "suite.toml", "--project", "p.toml",
+                        "--base-url", b.url, "--head-url", h.url, "--rounds", "2",
+                        "--max-rounds", "2", "--out-dir", str(out), cwd=tmp_path,
+                        cache=tmp_path / "cache")  # fmt: skip
+        return r, saved_result(out)
+
+    r, result = valid_attempt(by_url)
     assert not wait_no_survivors(marker)
-    (run,) = json.loads((tmp_path / "url.json").read_text())["runs"]
-    exit_agrees(got, {"runs": [run]})
-    assert run["summary"]["peak_device_bytes"] == 1e9 * 1.04
-    sources = {p["memory"]["peak_device_source"] for p in run["phases"].values()}
+    assert r.returncode == 1, r.stdout + r.stderr
+    (device,) = [m for m in result["comparison"]["metrics"] if m["name"] == "peak_device_bytes"]
+    assert device["verdict"] == "REGRESSION"
+    assert (device["base_value"], device["head_value"]) == (1e9 * 1.04, 1.3e9 * 1.04)
+    sources = {p["memory"]["peak_device_source"] for rnd in result["rounds"]
+               for arm in ("base", "head") for p in rnd[arm]["phases"].values()}  # fmt: skip
     assert sources == {"server /metrics: scripted:device_memory_bytes"}
