@@ -34,9 +34,9 @@ def cpu() -> str:
     return f"{model}, {cpus} CPUs, flags: {' '.join(wanted)}"
 
 
-def ab(repo: GpuRepo, work: Path, name: str, *args: str) -> dict:
+def ab(repo: GpuRepo, work: Path, name: str, *args: str, suite: str = "suite.toml") -> dict:
     out = work / name
-    cmd = ["harness", "ab", "--quiet", "--suite", "suite.toml", *args]
+    cmd = ["harness", "ab", "--quiet", "--suite", suite, *args]
     t0 = time.monotonic()
     r = subprocess.run(
         [sys.executable, "-m", "harness", *cmd[1:], "--out-dir", str(out)],
