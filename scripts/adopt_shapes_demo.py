@@ -49,6 +49,7 @@ def run(cmd: list[str], cwd: Path, env: dict | None = None) -> subprocess.Comple
 
 def validators(folder: Path) -> tuple[Path, Path]:
     venv, npm = folder / "venv", folder / "npm"
+    folder.mkdir(parents=True, exist_ok=True)
     if not (venv / "bin" / "check-jsonschema").exists():
         run([sys.executable, "-m", "venv", str(venv)], folder)
         run([str(venv / "bin" / "pip"), "install", "-q", "check-jsonschema"], folder)
@@ -115,8 +116,8 @@ def one_shape(name: str, files: dict, work: Path, harness: Path, schema, npm) ->
     inputs = step["with"] | {"harness": str(harness), "args": ARGS}
     cargo = fake_cargo(work / name / "toolchain")
     runner = Runner(work / name, workspace)
-    job = runner.run(ROOT, inputs, "pull_request", PULL_REQUEST,
-                     PATH=f"{cargo}{os.pathsep}{os.environ['PATH']}")  # fmt: skip
+    path = os.pathsep.join([str(cargo), str(runner.bin), os.environ["PATH"]])  # gh, cargo
+    job = runner.run(ROOT, inputs, "pull_request", PULL_REQUEST, PATH=path)
     comment = runner.comments()[0]["body"].splitlines()[0] if runner.comments() else ""
     row |= {
         "runs_on": workflow["jobs"]["gate"]["runs-on"],

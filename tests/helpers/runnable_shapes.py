@@ -23,11 +23,11 @@ def main(argv=None):
     args, model, port, flags = list(sys.argv[1:] if argv is None else argv), "m", "0", []
     while args:
         a = args.pop(0)
-        if a in ({model_opts}):
+        if a in {model_opts}:
             model = args.pop(0)
         elif a == "--port":
             port = args.pop(0)
-        elif a not in ({ignored}):
+        elif a not in {ignored}:
             flags.append(a)
     here = os.path.dirname(os.path.abspath(__file__))
     server = os.path.join(here, "_scripted.py")
@@ -40,8 +40,7 @@ if __name__ == "__main__":
 
 
 def launcher(doc: str, model_opts: tuple[str, ...], ignored: tuple[str, ...] = ()) -> str:
-    quoted = lambda xs: ", ".join(repr(x) for x in xs) + ","  # noqa: E731
-    return LAUNCH.format(doc=doc, model_opts=quoted(model_opts), ignored=quoted(ignored),
+    return LAUNCH.format(doc=doc, model_opts=repr(tuple(model_opts)), ignored=repr(tuple(ignored)),
                          timings=TIMINGS)  # fmt: skip
 
 

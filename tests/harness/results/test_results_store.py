@@ -31,6 +31,7 @@ OTHER = {
     "seed series": {"ab", "bisect", "machine"},  # results/2026-12-04-seed-series/summary.json
     "power runs": {"series", "runs", "machine"},  # results/2026-12-04-power-runs/summary.json
     "roofline score": {"costs", "families"},  # python -m engine.sim score
+    "adopted shapes": {"shapes", "installed", "machine"},  # scripts/adopt_shapes_demo.py
 }
 
 
