@@ -52,8 +52,9 @@ def test_a_server_that_exits_at_start_is_exit_2_with_its_log_tail(repo):
               cwd=repo)  # fmt: skip
     assert out.returncode == 2, out.stdout + out.stderr
     assert "Traceback" not in out.stderr + out.stdout
-    lines = out.stderr.splitlines()
-    assert lines[0].startswith("error: HEAD@") and "exited with code 3" in lines[0]
+    lines = out.stderr.splitlines()  # after the build's own line: the error, then the log's tail
+    (error,) = [line for line in lines if line.startswith("error: ")]
+    assert error.startswith("error: HEAD@") and "exited with code 3" in error
     assert "scripted server: exiting at start as asked" in lines  # the server log's tail
     assert "request:" not in out.stdout and "gate:" not in out.stdout
 
