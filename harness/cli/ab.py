@@ -74,6 +74,7 @@ from harness.runs.plan import (
 from harness.sim.gate import compare_simulated
 from harness.sim.simulated_run import described, sim_run
 from harness.sim.workload import SimError
+from harness.stats.compare import judged_again
 from harness.stats.sequential import Schedule
 from harness.workload.suite import SuiteError, load_suite, override
 
@@ -399,6 +400,7 @@ def report(result_json, out_dir):
     """Render the Markdown report (and plots) again from a saved A/B result JSON."""
     try:
         result = load_result(result_json)
+        result["comparison"] = judged_again(result["comparison"])  # one saved before metrics carried them
         out_dir = writable_dir(out_dir if out_dir is not None else result_json.parent)
     except (ComparisonError, ValueError, OSError) as e:
         raise InputError(str(e)) from None

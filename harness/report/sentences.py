@@ -6,9 +6,7 @@ from __future__ import annotations
 from statistics import median
 
 from harness.results.metrics import Method
-from harness.results.verdicts import Verdict
-from harness.stats.rounds_needed import rounds_needed
-from harness.stats.verdict import changed_within_tolerance
+from harness.results.verdicts import MOST_ROUNDS, Verdict
 
 
 def _num(x: float | None) -> str:
@@ -43,12 +41,11 @@ def gate_warnings(comparison: dict) -> list[str]:
 def rounds_planned(m: dict) -> str:
     """How many rounds an unchanged head needs to PASS this metric's tolerance 4 times in 5 at
     the per-round spread its rounds showed: ` (about 14 at this noise: 4.1% a round)`."""
-    if (planned := rounds_needed(m)) is None:
+    if (needed := m.get("rounds_to_pass")) is None:
         return ""
-    needed, spread = planned
-    noise = f"{spread * 100:.1f}% a round"
-    if needed is None:
-        return f" (more than 1000 at this noise: {noise})"
+    noise = f"{m['spread'] * 100:.1f}% a round"
+    if needed > MOST_ROUNDS:
+        return f" (more than {MOST_ROUNDS} at this noise: {noise})"
     return f" (about {needed} at this noise: {noise})"
 
 
@@ -62,11 +59,13 @@ def look_line(
     per_round = median(round_seconds) if round_seconds else 0.0
     parts = []
     for m in comparison["metrics"]:
-        if m["verdict"] != Verdict.INCONCLUSIVE or (planned := rounds_needed(m)) is None:
+        if m["verdict"] != Verdict.INCONCLUSIVE or (needed := m.get("rounds_to_pass")) is None:
             continue
-        needed, spread = planned
-        if needed is None:
-            parts.append(f"{m['name']} more than 1000 rounds at {spread * 100:.1f}% a round")
+        spread = m["spread"]
+        if needed > MOST_ROUNDS:
+            parts.append(
+                f"{m['name']} more than {MOST_ROUNDS} rounds at {spread * 100:.1f}% a round"
+            )
             continue
         more = max(needed - rounds, 0) * per_round / 60
         beyond = ""
@@ -111,7 +110,7 @@ def verdict_words(comparison: dict) -> str:
 def clear_change(m: dict) -> str | None:
     """For a PASS the gate calls changed: the change and its 95% CI in words, `+7.6% [7.1,
     8.0], within 10%`. None for any other metric."""
-    if not changed_within_tolerance(m):
+    if not m.get("changed"):
         return None
     pct = [(m[k] - 1) * 100 for k in ("ratio", "ci_low", "ci_high")]
     return f"{pct[0]:+.1f}% [{pct[1]:.1f}, {pct[2]:.1f}], within {m['tolerance'] * 100:g}%"

@@ -184,6 +184,7 @@ METRIC = {
     "!ci_low": Opt("num"), "!ci_high": Opt("num"), "!tolerance": "pos", "!verdict": "str",
     "!mde": Opt("num"), "!method": "method", "lower_is_better": "bool", "!note": Opt("str"),
     "base_value": Opt("num"), "head_value": Opt("num"), "spread": Opt("num"),
+    "rounds_to_pass": Opt("rounds"), "changed": "bool",
 }  # fmt: skip
 COMPARISON = {
     "!verdict": "str", "!exit_code": "code", "!rounds": "rounds", "!metrics": List(METRIC),

@@ -17,6 +17,7 @@ class Verdict(StrEnum):
 
 
 INVALID = "INVALID"
+MOST_ROUNDS = 1000  # a plan needing more rounds than this is said as "more than" it
 EXIT_CODES = {"PASS": 0, "IMPROVEMENT": 0, "INCONCLUSIVE": 0, "REGRESSION": 1, INVALID: 2}
 EXIT_MEANING = {
     0: "no gated metric regressed beyond tolerance",

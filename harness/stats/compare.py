@@ -9,10 +9,11 @@ from statistics import median
 
 from harness.results.errors import ComparisonError
 from harness.results.metrics import CATALOGUE, Method, metric
-from harness.results.verdicts import EXIT_CODES, INVALID, Verdict
+from harness.results.verdicts import EXIT_CODES, INVALID, MOST_ROUNDS, Verdict
 from harness.stats.interval import detectable_shift, paired_logs, ratio_interval, t_bounds
+from harness.stats.rounds_needed import rounds_needed
 from harness.stats.sequential import Schedule
-from harness.stats.verdict import peak_verdict, ratio_verdict
+from harness.stats.verdict import changed_within_tolerance, peak_verdict, ratio_verdict
 
 ARMS = ("base", "head", "null")
 
@@ -39,6 +40,9 @@ class MetricResult:
     head_value: float | None = None  # catalogue's centre): what reports and the terminal show
     spread: float | None = None  # sd of ln(head/base) per round: the noise an interval met
     order_effect: float | None = None  # head measured second / first, when fitted
+    rounds_to_pass: int | None = None  # an unchanged head's rounds to PASS at this noise
+    # (rounds_needed.py; MOST_ROUNDS + 1: more than that; None: nothing to plan from)
+    changed: bool = False  # a PASS the gate itself calls changed (verdict.changed_within_tolerance)
 
 
 @dataclass(slots=True)
@@ -85,7 +89,13 @@ def blocked(values: list[float], size: int) -> list[float]:
     return [math.exp(sum(math.log(v) for v in c) / size) for c in chunks]
 
 
-def compare_metric(
+def compare_metric(*args, **kwargs) -> MetricResult:
+    """Judge one metric over paired rounds (`measured`), with what every view says of it
+    computed once (`judged`)."""
+    return judged(measured(*args, **kwargs))
+
+
+def measured(
     name: str,
     base: list[float | None],
     head: list[float | None],
@@ -219,20 +229,20 @@ def _metrics(
     for name, tol in tolerances.items():
         base = [r["base"]["summary"].get(name) for r in paired]
         other = [r[arm]["summary"].get(name) for r in paired]
-        out.append(
-            compare_metric(
-                name,
-                base,
-                other,
-                tol,
-                slack_bytes,
-                seed=seed,
-                alpha=alpha,
-                block=block,
-                later=later,
-            )  # fmt: skip
-        )
+        out.append(compare_metric(name, base, other, tol, slack_bytes, seed=seed, alpha=alpha,
+                                  block=block, later=later))  # fmt: skip
     return out
+
+
+def judged(result: MetricResult) -> MetricResult:
+    """`result` with what every view says of it computed once: the rounds an unchanged head
+    needs at its noise, and whether a PASS is a change within tolerance."""
+    m = asdict(result)
+    planned = rounds_needed(m)
+    if planned is not None:
+        result.rounds_to_pass = planned[0] if planned[0] is not None else MOST_ROUNDS + 1
+    result.changed = changed_within_tolerance(m)
+    return result
 
 
 def measured_later(rounds: list[dict], arm: str) -> list[bool] | None:
@@ -267,7 +277,7 @@ def ungated(
             continue
         later = measured_later(paired, "head")
         result = compare_metric(m.name, base, head, 0.0, seed=seed, block=block, later=later)
-        result.verdict, result.note = Verdict.NA, "not gated"
+        result.verdict, result.note, result.changed = Verdict.NA, "not gated", False
         out.append(result)
     return out
 
@@ -345,3 +355,16 @@ def next_look(result: Comparison, schedule: Schedule) -> int | None:
     """The round count of the next look when this look left the gate undecided, else None:
     the whole stopping rule (harness ab's round loop and the simulated gates both use it)."""
     return schedule.next_look(result.rounds) if needs_more_rounds(result) else None
+
+
+def judged_again(comparison: dict) -> dict:
+    """A saved comparison from before its metrics carried `rounds_to_pass` and `changed`, with
+    them computed from the fields it kept (a re-rendered report says what a new one says)."""
+
+    def again(m: dict) -> dict:
+        if not isinstance(m, dict) or "changed" in m:
+            return m
+        return asdict(judged(MetricResult(**m | {"verdict": Verdict(m["verdict"]),
+                                                 "method": Method(m["method"])})))  # fmt: skip
+
+    return comparison | {"metrics": [again(m) for m in comparison.get("metrics", [])]}

@@ -115,3 +115,9 @@ def test_no_module_of_the_harness_or_the_engine_imports_itself_in_a_circle():
     graph = module_graph(ROOT, REPO / "engine")
     assert len(graph) > 150
     assert cycles(graph) == []
+
+
+def test_the_report_shows_records_and_neither_judges_nor_runs():
+    # a view shows what the comparison computed once (stats) of what the runs recorded (runs)
+    report = [(p, m) for p in sorted((ROOT / "report").glob("*.py")) for m in imports(p)]
+    assert [f"{p.name} -> {m}" for p, m in report if stage_of(m) in ("stats", "runs")] == []
