@@ -37,7 +37,7 @@ from harness.load.phase import PhaseResult
 from harness.load.prompts import Prompt
 from harness.load.workers import client_workers
 from harness.runs.validity import judge
-from harness.workload.suite import Phase
+from harness.workload.phase import Phase
 
 
 def q(values: list[float], p: float) -> float | None:

@@ -400,7 +400,9 @@ def report(result_json, out_dir):
     """Render the Markdown report (and plots) again from a saved A/B result JSON."""
     try:
         result = load_result(result_json)
-        result["comparison"] = judged_again(result["comparison"])  # one saved before metrics carried them
+        result["comparison"] = judged_again(
+            result["comparison"]
+        )  # one saved before metrics carried them
         out_dir = writable_dir(out_dir if out_dir is not None else result_json.parent)
     except (ComparisonError, ValueError, OSError) as e:
         raise InputError(str(e)) from None

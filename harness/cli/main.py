@@ -48,10 +48,10 @@ from harness.results import store
 from harness.runs.machine import harness_version
 from harness.runs.measure import run_arm
 from harness.runs.plan import Side, default_refs, plan_arm
+from harness.workload.phase import Phase
 from harness.workload.suite import (
     CI_SUITES,
     DEFAULT_SUITE,
-    Phase,
     SuiteError,
     load_suite,
     override,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import random
 
-from harness.workload.suite import Phase
+from harness.workload.phase import Phase
 
 
 def gaps(rng: random.Random, n: int, burstiness: float) -> list[float]:

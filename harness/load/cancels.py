@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-from harness.workload.suite import Phase
+from harness.workload.phase import Phase
 
 SALT = 7919  # the choice's seed is the phase's, moved off the prompts' and the arrivals'
 

@@ -19,7 +19,7 @@ from harness.load.prompts import Prompt
 from harness.load.record import RequestRecord
 from harness.load.server_reads import ERROR_CAP, read_body
 from harness.load.stream import OVER_LONG, Stream, ended, error_text, parse
-from harness.workload.suite import Phase
+from harness.workload.phase import Phase
 
 
 class Workers(Protocol):

@@ -18,7 +18,7 @@ from harness.load.metrics import latency_stats, time_windows
 from harness.load.prompts import Prompt
 from harness.load.record import RequestRecord
 from harness.workload.expect import ExpectContext, ExpectOutcome, evaluate
-from harness.workload.suite import Phase
+from harness.workload.phase import Phase
 
 CAUGHT_RATIO = 0.9  # the sampled peak "caught" the exact one when it reached 90% of it
 

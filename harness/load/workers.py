@@ -20,7 +20,8 @@ from harness.load.frozen_gc import frozen_gc
 from harness.load.load import LoadDriver, finish, make_session
 from harness.load.prompts import Prompt
 from harness.load.record import RequestRecord
-from harness.workload.suite import Phase, Suite
+from harness.workload.phase import Phase
+from harness.workload.suite import Suite
 
 STREAMS_PER_PROC = 32  # what one process reads on time (docs/measurement.md, dated)
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from harness.load.load import LoadDriver, make_session
 from harness.load.record import RequestRecord
 from harness.runs.measure import served_model
-from harness.workload.suite import Phase
+from harness.workload.phase import Phase
 
 PROMPT = "Say hello in one short sentence."
 PHASE = Phase("check", endpoint="chat", max_tokens=16, ignore_eos=False)

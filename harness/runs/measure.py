@@ -40,7 +40,8 @@ from harness.runs.validity import judge
 from harness.workload.capacity import Tried, attained, capacity_summary, next_level
 from harness.workload.fingerprint import fingerprint, prompts_digest, workload
 from harness.workload.levels import level_phase
-from harness.workload.suite import OPEN_LOOP, Phase, Suite
+from harness.workload.phase import OPEN_LOOP, Phase
+from harness.workload.suite import Suite
 
 SCHEMA = schema("run")
 LEVEL_STATS = ("requests", "ok", "ttft_p95_ms", "tpot_ms", "e2e_p95_ms", "goodput_req_s")

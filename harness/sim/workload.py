@@ -14,7 +14,8 @@ from __future__ import annotations
 import random
 
 from harness.load.arrivals import arrival_offsets
-from harness.workload.suite import Phase, Suite
+from harness.workload.phase import Phase
+from harness.workload.suite import Suite
 from harness.workload.trace import BLOCK_TOKENS
 
 IDS = (3, 250)  # token ids every model here has (tiny's vocabulary is 259)

@@ -17,7 +17,8 @@ from harness.sim.simulated_run import sim_run
 from harness.workload.capacity import CapacityPlan
 from harness.workload.fingerprint import fingerprint
 from harness.workload.levels import level_name, level_phase
-from harness.workload.suite import Phase, Suite
+from harness.workload.phase import Phase
+from harness.workload.suite import Suite
 
 COLD = ("round", "level")
 CAPACITY_TOLERANCE = 0.10  # capacity_req_s's tolerance when the suite's [gate] names none

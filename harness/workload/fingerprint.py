@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from harness.workload.suite import Phase
+from harness.workload.phase import Phase
 
 
 def workload(

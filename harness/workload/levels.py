@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from harness.workload.suite import Phase
+    from harness.workload.phase import Phase
 
 MIN_REQUESTS = 16  # per level: p95 from >= 16 requests, the 15th-16th order statistics
 PER_CLIENT = 4  # closed loop: each client sends >= 4 requests, so the first wave is a quarter

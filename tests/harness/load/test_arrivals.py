@@ -10,7 +10,8 @@ import statistics
 import pytest
 
 from harness.load.arrivals import arrival_offsets, offered_rate, ramp_span, rate_at
-from harness.workload.suite import Phase, SuiteError, load_suite
+from harness.workload.phase import Phase
+from harness.workload.suite import SuiteError, load_suite
 
 from helpers.cli import harness, outside_git
 from helpers.suites import SUITE, write_suite

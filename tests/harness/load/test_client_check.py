@@ -24,7 +24,7 @@ from harness.load.load import LoadDriver, make_session
 from harness.load.phase import PhaseResult
 from harness.load.record import RequestRecord
 from harness.runs.validity import judge
-from harness.workload.suite import Phase
+from harness.workload.phase import Phase
 
 
 def test_a_blocked_loop_is_seen_as_lag():

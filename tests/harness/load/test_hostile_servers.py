@@ -21,7 +21,7 @@ from harness.load.memory_peaks import MemoryEndpoint
 from harness.load.record import RequestRecord
 from harness.load.stream import OVER_LONG, parse
 from harness.runs.measure import served_model
-from harness.workload.suite import Phase
+from harness.workload.phase import Phase
 
 
 async def endless(request: web.Request) -> web.StreamResponse:

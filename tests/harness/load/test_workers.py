@@ -13,7 +13,8 @@ import pytest
 from harness.arms.arms import make_arm
 from harness.load.workers import auto_procs, split
 from harness.runs.measure import run_arm
-from harness.workload.suite import AUTO, Phase, SuiteError, load_suite, override
+from harness.workload.phase import Phase
+from harness.workload.suite import AUTO, SuiteError, load_suite, override
 
 from helpers.arms import scripted
 from helpers.cli import client_starved

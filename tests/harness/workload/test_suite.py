@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from harness.workload.suite import PromptLength, SuiteError, load_suite, shipped
+from harness.workload.phase import PromptLength
+from harness.workload.suite import SuiteError, load_suite, shipped
 
 from helpers.suites import write_suite
 
