@@ -4,7 +4,6 @@ Exit codes: 0 pass, 1 regression, 2 invalid run, infrastructure failure or serve
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NoReturn
 
 import click
 from click.core import ParameterSource
@@ -71,8 +70,7 @@ from harness.runs.plan import (
     together,
     unsampled_memory,
 )
-from harness.sim.gate import compare_simulated
-from harness.sim.simulated_run import described, sim_run
+from harness.sim.simulated_ab import SimulatedABRunner
 from harness.sim.workload import SimError
 from harness.stats.compare import judged_again
 from harness.stats.sequential import Schedule
@@ -298,40 +296,48 @@ def ab(
         if budget_minutes:
             click.echo(f"budget: {budget_minutes:g} min, counted from the harness's start")
         return
+
+    def say(line: str) -> None:
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
+
     if sim_costs is not None:
-        simulated_ab(suite, plans, sim_costs, null_arm, out_dir, summary_file)
-    suite, notes = unsampled_memory(suite, plans)
-    suite = search_within(suite, budget_minutes, len(plans) * rounds)
-    try:
-        stamp_dir = fresh_dir(stamp_dir)  # this A/B's logs and runs, never another's
-    except OutputError as e:
-        raise input_error(e) from None
-    runner = ABRunner(
-        suite,
-        plans,
-        stamp_dir,
-        rounds,
-        max_rounds,
-        ready_timeout,
-        extend_to=extend_to,
-        progress=lambda label: LiveProgress(console, label, disabled=quiet),
-        start_together=together(plans, residency, devices),
-        devices=devices,
-        budget=Budget.from_start(budget_minutes) if budget_minutes else None,
-        inconclusive=inconclusive or "pass",
-        notes=notes,
-        quiet_wait_s=quiet_wait_s or 0.0,
-        say=lambda line: console.print(line, highlight=False, markup=False, soft_wrap=True),
-        on_look=lambda comparison, upcoming, walls: console.print(
-            look_line(comparison.to_dict(), upcoming, walls, auto=bool(extend_to)),
-            highlight=False,
-            markup=False,
-            soft_wrap=True,
-        ),
-    )
+        deterministic(null_arm)
+        runner = SimulatedABRunner(suite, plans, sim_costs, say)
+    else:
+        suite, notes = unsampled_memory(suite, plans)
+        suite = search_within(suite, budget_minutes, len(plans) * rounds)
+        try:
+            stamp_dir = fresh_dir(stamp_dir)  # this A/B's logs and runs, never another's
+        except OutputError as e:
+            raise input_error(e) from None
+        runner = ABRunner(
+            suite,
+            plans,
+            stamp_dir,
+            rounds,
+            max_rounds,
+            ready_timeout,
+            extend_to=extend_to,
+            progress=lambda label: LiveProgress(console, label, disabled=quiet),
+            start_together=together(plans, residency, devices),
+            devices=devices,
+            budget=Budget.from_start(budget_minutes) if budget_minutes else None,
+            inconclusive=inconclusive or "pass",
+            notes=notes,
+            quiet_wait_s=quiet_wait_s or 0.0,
+            say=say,
+            on_look=lambda comparison, upcoming, walls: console.print(
+                look_line(comparison.to_dict(), upcoming, walls, auto=bool(extend_to)),
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            ),
+        )
     command = harness_command()
     try:
         outcome = runner.run()
+    except (SimError, ComparisonError) as e:  # the simulator's: a suite or model it cannot run
+        raise input_error(e) from None
     except KeyboardInterrupt:
         if not finished(runner.rounds):
             interrupted(f"no run had finished (logs: {stamp_dir})")
@@ -342,31 +348,13 @@ def ab(
     finish(ab_ending(ab_result(suite, plans, outcome, command), out_dir), summary_file)
 
 
-def simulated_ab(suite, plans, costs: str, null_arm: bool, out_dir, summary_file) -> NoReturn:
-    """`ab --sim`: both arms simulated, gated deterministically; never returns."""
+def deterministic(null_arm: bool) -> None:
+    """`ab --sim` takes no option that repeats a measurement: a simulation is deterministic."""
     given = click.get_current_context().get_parameter_source
     fixed = [o for o in ("rounds", "max_rounds") if given(o) == ParameterSource.COMMANDLINE]
     if null_arm or fixed:
         what = "--null-arm" if null_arm else f"--{fixed[0].replace('_', '-')}"
         raise InputError(f"{what} does not apply to --sim: a simulation is deterministic")
-    console = Console(stderr=True)
-    try:
-        runs = {}
-        for name in ("base", "head"):
-            said = terminal(f"simulating {name} ({plans[name].desc['label']})")
-            console.print(said, highlight=False, markup=False)
-            runs[name] = sim_run(suite, plans[name].arm, costs)
-        comparison = compare_simulated(runs["base"], runs["head"], suite.gate)
-    except (SimError, ComparisonError) as e:
-        raise input_error(e) from None
-    outcome = {
-        "rounds": [{"round": 1, "order": ["base", "head"], **runs}],
-        "crash": None,
-        "schedule": None,
-        "comparison": comparison.to_dict(),
-        "simulated": described(runs["head"]["simulated"]),
-    }
-    finish(ab_ending(ab_result(suite, plans, outcome, harness_command()), out_dir), summary_file)
 
 
 @click.command()

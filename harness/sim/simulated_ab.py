@@ -1,0 +1,39 @@
+"""`harness ab --sim`: an A/B whose arms are simulated, each once on a virtual clock priced by a
+cost model, and gated deterministically (gate.py); the same outcome as runs/ab.py's runner
+gives, so the verb finishes it the same way."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from harness.escape import terminal
+from harness.runs.plan import ArmPlan
+from harness.sim.gate import compare_simulated
+from harness.sim.simulated_run import described, sim_run
+from harness.workload.suite import Suite
+
+
+@dataclass
+class SimulatedABRunner:
+    suite: Suite
+    plans: dict[str, ArmPlan]
+    costs: str  # a cost model: a file, or HARDWARE:SHAPE[:WEIGHTS]
+    say: Callable[[str], None] = lambda line: None  # noqa: E731
+    rounds: list[dict] = field(default_factory=list, init=False)  # the one round, once simulated
+
+    def run(self) -> dict:
+        """Both arms simulated, then compared; SimError or ComparisonError with one line."""
+        runs = {}
+        for name in ("base", "head"):
+            self.say(terminal(f"simulating {name} ({self.plans[name].desc['label']})"))
+            runs[name] = sim_run(self.suite, self.plans[name].arm, self.costs)
+        comparison = compare_simulated(runs["base"], runs["head"], self.suite.gate)
+        self.rounds = [{"round": 1, "order": ["base", "head"], **runs}]
+        return {
+            "rounds": self.rounds,
+            "crash": None,
+            "schedule": None,
+            "comparison": comparison.to_dict(),
+            "simulated": described(runs["head"]["simulated"]),
+        }
