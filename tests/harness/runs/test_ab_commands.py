@@ -13,6 +13,7 @@ from harness.arms.arms import make_arm
 from harness.report.sentences import clear_pass
 from harness.report.tables import machine_and_load, verdict_line
 from harness.runs.plan import ArmPlan, Side, label_arms
+from harness.stats.verdict import changed_within_tolerance
 
 from helpers import SCRIPTED_SERVER
 from helpers.arms import scripted
@@ -156,10 +157,12 @@ def test_arms_of_two_refs_are_labelled_by_their_flags_too_when_those_differ():
 
 
 def metric(ratio: float, lo: float, hi: float, verdict: str = "PASS", ev=None) -> dict:
+    """A compared metric as the comparison stores it: `changed` by the gate's own rule."""
     ev_lo, ev_hi = ev or (lo, hi)  # the gate's own bounds: here as wide as the 95% CI
-    return {"name": "ttft_p50_ms", "ratio": ratio, "ci_low": lo, "ci_high": hi, "tolerance": 0.1,
-            "verdict": verdict, "method": "t", "base": [1.0], "head": [1.0], "note": "",
-            "mde": 1.01, "evidence_low": ev_lo, "evidence_high": ev_hi}  # fmt: skip
+    m = {"name": "ttft_p50_ms", "ratio": ratio, "ci_low": lo, "ci_high": hi, "tolerance": 0.1,
+         "verdict": verdict, "method": "t", "base": [1.0], "head": [1.0], "note": "",
+         "mde": 1.01, "evidence_low": ev_lo, "evidence_high": ev_hi}  # fmt: skip
+    return m | {"changed": changed_within_tolerance(m)}
 
 
 def test_a_clear_change_inside_the_tolerance_is_said_on_the_pass_line():
