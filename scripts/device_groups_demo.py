@@ -11,8 +11,6 @@ exit code and wall time go to OUT/README.md and OUT/summary.json, with each A/B'
 from __future__ import annotations
 
 import argparse
-import json
-import shutil
 import sys
 import tempfile
 from datetime import date
@@ -21,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT), str(ROOT / "scripts")]
 
-from gpu_like_demo import ab, cpu  # noqa: E402
+from gpu_like_demo import ab, write_results  # noqa: E402
 
 from helpers.gpu_repo import GROUP_SERVE, GpuRepo  # noqa: E402
 
@@ -81,20 +79,12 @@ def main() -> None:
         repo = GpuRepo(folder, int(o.start * 1000), serve=GROUP_SERVE, device_speeds=SPEEDS)
         row = ab(repo, folder, name, "--base", "HEAD", "--head", "HEAD", *ROUNDS, *args)
         rows.append(row)
-        print(f"{name}: exit {row['exit_code']} in {row['wall_s']} s: {row['verdict_line']}",
-              flush=True)  # fmt: skip
 
     for i in range(o.aa):
         scenario(f"aa-rotated-{i + 1}", "--devices", "0+1,2+3")
     scenario("aa-pinned", "--base-env", "CUDA_VISIBLE_DEVICES=0,1", "--head-env",
              "CUDA_VISIBLE_DEVICES=2,3", "--residency", "together")  # fmt: skip
-    for row in rows:
-        for report in row.pop("reports"):
-            shutil.copy2(report, out / f"{row['name']}.md")
-    summary = {"date": str(date.today()), "machine": cpu(), "start_s": o.start, "runs": rows}
-    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    (out / "README.md").write_text(readme(summary))
-    print(f"wrote {out}/summary.json")
+    write_results(out, rows, readme, start_s=o.start)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 
@@ -57,7 +58,7 @@ def ab(repo: GpuRepo, work: Path, name: str, *args: str, suite: str = "suite.tom
         for x in rounds
         if x.get("head") and x.get("base") and x["base"]["summary"].get("tpot_ms")
     ]
-    return {
+    row = {
         "name": name,
         "command": " ".join(cmd),
         "exit_code": r.returncode,
@@ -73,6 +74,20 @@ def ab(repo: GpuRepo, work: Path, name: str, *args: str, suite: str = "suite.tom
         "reports": [str(p) for p in out.glob("*.md")],
         "stdout_tail": r.stdout[-1500:],
     }
+    print(f"{name}: exit {r.returncode} in {row['wall_s']} s: {row['verdict_line']}", flush=True)
+    return row
+
+
+def write_results(out: Path, rows: list[dict], readme: Callable[[dict], str], **facts) -> None:
+    """Each A/B's report beside OUT/summary.json (the date, this machine, `facts`, the rows)
+    and OUT/README.md (`readme` of the summary)."""
+    for row in rows:
+        for report in row.pop("reports"):
+            shutil.copy2(report, out / f"{row['name']}.md")
+    summary = {"date": str(date.today()), "machine": cpu(), **facts, "runs": rows}
+    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    (out / "README.md").write_text(readme(summary))
+    print(f"wrote {out}/summary.json")
 
 
 def env(work: Path) -> dict:
@@ -134,10 +149,6 @@ def main() -> None:
         row = ab(repo, folder, name, "--base", base, "--head", "HEAD", *args)
         row["start_s"] = start_s
         rows.append(row)
-        print(
-            f"{name}: exit {row['exit_code']} in {row['wall_s']} s: {row['verdict_line']}",
-            flush=True,
-        )
         return row
 
     long = ("--rounds", "3", "--max-rounds", "5")
@@ -169,13 +180,7 @@ def main() -> None:
     scenario("budget-3-minutes", o.start, {"subject": "noisy first token", "ttft_factors": factors},
              "--rounds", "3", "--max-rounds", "9", "--budget-minutes", "3")  # fmt: skip
 
-    for row in rows:
-        for report in row.pop("reports"):
-            shutil.copy2(report, out / f"{row['name']}.md")
-    summary = {"date": str(date.today()), "machine": cpu(), "start_s": o.start, "runs": rows}
-    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    (out / "README.md").write_text(readme(summary))
-    print(f"wrote {out}/summary.json")
+    write_results(out, rows, readme, start_s=o.start)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import shutil
 import statistics
 import sys
 import tempfile
@@ -24,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT), str(ROOT / "scripts")]
 
-from gpu_like_demo import ab, cpu  # noqa: E402
+from gpu_like_demo import ab, write_results  # noqa: E402
 
 from helpers.gpu_repo import GpuRepo  # noqa: E402
 
@@ -115,21 +114,12 @@ def main() -> None:
         row = ab(repo, folder, name, "--base", base, "--head", "HEAD", *ROUNDS, suite=suite)
         row |= checks(folder, name)
         rows.append(row)
-        print(f"{name}: exit {row['exit_code']} in {row['wall_s']} s: {row['verdict_line']}",
-              flush=True)  # fmt: skip
 
     scenario("gpu-chat-aa", "gpu-chat", {"subject": "docs: say what the server is"})
     scenario("gpu-chat-itl-10pct", "gpu-chat",
              {"subject": "every token 10% later", "itl_ms": f"{o.itl * 1.10:g}"})  # fmt: skip
     scenario("gpu-long-prompt-aa", "gpu-long-prompt", {"subject": "docs: say what it is"})
-    for row in rows:
-        for report in row.pop("reports"):
-            shutil.copy2(report, out / f"{row['name']}.md")
-    summary = {"date": str(date.today()), "machine": cpu(), "start_s": o.start, "itl_ms": o.itl,
-               "runs": rows}  # fmt: skip
-    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    (out / "README.md").write_text(readme(summary))
-    print(f"wrote {out}/summary.json")
+    write_results(out, rows, readme, start_s=o.start, itl_ms=o.itl)
 
 
 if __name__ == "__main__":
