@@ -64,18 +64,19 @@ class Comparison:
 
     @classmethod
     def from_dict(cls, data: dict) -> Comparison:
-        def metric(m: dict) -> MetricResult:
-            typed = {"verdict": Verdict(m["verdict"]), "method": Method(m["method"])}
-            return MetricResult(**m | typed)
-
         return cls(
             **{
                 **data,
-                "metrics": [metric(m) for m in data["metrics"]],
-                "noise": [metric(m) for m in data.get("noise", [])],
-                "ungated": [metric(m) for m in data.get("ungated", [])],
+                "metrics": [metric_result(m) for m in data["metrics"]],
+                "noise": [metric_result(m) for m in data.get("noise", [])],
+                "ungated": [metric_result(m) for m in data.get("ungated", [])],
             }
         )
+
+
+def metric_result(m: dict) -> MetricResult:
+    """A saved metric's comparison as the record."""
+    return MetricResult(**m | {"verdict": Verdict(m["verdict"]), "method": Method(m["method"])})
 
 
 def blocked(values: list[float], size: int) -> list[float]:
@@ -362,9 +363,6 @@ def judged_again(comparison: dict) -> dict:
     them computed from the fields it kept (a re-rendered report says what a new one says)."""
 
     def again(m: dict) -> dict:
-        if not isinstance(m, dict) or "changed" in m:
-            return m
-        return asdict(judged(MetricResult(**m | {"verdict": Verdict(m["verdict"]),
-                                                 "method": Method(m["method"])})))  # fmt: skip
+        return m if not isinstance(m, dict) or "changed" in m else asdict(judged(metric_result(m)))
 
     return comparison | {"metrics": [again(m) for m in comparison.get("metrics", [])]}
