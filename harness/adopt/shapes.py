@@ -309,13 +309,14 @@ def _fastapi(files: Snapshot, app: tuple[str, str] | None) -> Shape | None:
     module = path.removeprefix("src/").removesuffix(".py").replace("/", ".")
     folder = " --app-dir src" if src else ""
     asked = files.text("requirements.txt") + files.text("pyproject.toml")
+    also = "" if "uvicorn" in asked.lower() else "uvicorn"
     return Shape(
         "FastAPI", f"a FastAPI app {name} in {path} (its package names an OpenAI endpoint)",
         _project_name(files) or module.split(".")[0],
         f"{PYTHON} -m uvicorn {module}:{name}{folder} --port {{port}} {{flags}}",
-        build=_install(files, "" if "uvicorn" in asked.lower() else "uvicorn"),
+        build=_install(files, also),
         guesses=(
-            _venv_guess(files),
+            _venv_guess(files, also),
             Guess("serve", f"uvicorn serves {module}:{name}; the model is the app's own "
                   "(set MODEL or its option in env or serve if it takes one)"),
             Guess("ready_path", "it is ready when /health (else /v1/models) answers 200"),
@@ -326,25 +327,23 @@ def _fastapi(files: Snapshot, app: tuple[str, str] | None) -> Shape | None:
 PYTHON = "{worktree}/.venv/bin/python"  # the commit's own environment (VENV, then _install)
 
 
-def _install(files: Snapshot, also: str = "") -> str:
-    """Each commit's own virtual environment with what the commit asks for: its requirements
-    file, then the project itself (so a change to either is measured)."""
-    steps = (
-        [".venv/bin/pip install -q -r requirements.txt"] if files.has("requirements.txt") else []
-    )
+def _installs(files: Snapshot, also: str = "") -> list[tuple[str, str]]:
+    """(what, pip's arguments) each commit's own virtual environment gets: what the commit asks
+    for, its requirements file then the project itself (so a change to either is measured)."""
+    out = [("requirements.txt", "-r requirements.txt")] if files.has("requirements.txt") else []
     if files.has("pyproject.toml") or files.has("setup.py"):
-        steps.append(".venv/bin/pip install -q .")
-    if also:
-        steps.append(f".venv/bin/pip install -q {also}")
+        out.append(("the project", "."))
+    return out + [(also, also)] * bool(also)
+
+
+def _install(files: Snapshot, also: str = "") -> str:
+    steps = [f".venv/bin/pip install -q {args}" for _, args in _installs(files, also)]
     return VENV + " && ".join(steps) if steps else VENV.removesuffix(" && ")
 
 
-def _venv_guess(files: Snapshot) -> Guess:
-    what = " and ".join(
-        w for w, f in (("requirements.txt", "requirements.txt"), ("the project", "pyproject.toml"))
-        if files.has(f) or (f == "pyproject.toml" and files.has("setup.py"))
-    )  # fmt: skip
-    return Guess("build", f"each commit gets its own .venv with {what or 'uvicorn'} installed "
+def _venv_guess(files: Snapshot, also: str = "") -> Guess:
+    what = " and ".join(w for w, _ in _installs(files, also)) or "nothing"
+    return Guess("build", f"each commit gets its own .venv with {what} installed "
                  "(the runner's pip index must have its dependencies)")  # fmt: skip
 
 
