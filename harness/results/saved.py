@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 from harness.results import store
 from harness.results.errors import ComparisonError
@@ -16,7 +17,7 @@ COMPARISON_SHAPE = {"verdict": str, "exit_code": int, "rounds": int, "metrics": 
                     "invalid": list, "warnings": list}  # fmt: skip
 
 
-def with_raw(doc: object, path: Path) -> object:
+def with_raw(doc: object, path: Path) -> Any:
     """A slim result's raw file (its per-request records and timelines) when it lies beside
     it; else the slim result as it is."""
     raw = doc.get("raw") if isinstance(doc, dict) else None

@@ -9,6 +9,7 @@ import io
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 from harness.files import read_capped, strict_json, write_atomic
 from harness.results.checked import check_saved
@@ -30,7 +31,7 @@ def schema(kind: str) -> str:
     return f"servegate.{kind}/{SCHEMAS[kind]}"
 
 
-def read_json(path: Path, *, within: Path | None = None) -> object:
+def read_json(path: Path, *, within: Path | None = None) -> Any:
     """A saved JSON document, or a gzip-compressed one (`.gz`), within MAX_INPUT_BYTES (counted
     as read, compressed and not): a regular file only, and with `within` none outside it."""
     path = Path(path)
@@ -77,7 +78,7 @@ def version(doc: object, path: Path) -> tuple[str, int] | None:
     return kind, n
 
 
-def migrate(doc: object, path: Path) -> object:
+def migrate(doc: Any, path: Path) -> Any:
     """The document in the shape this harness writes. Version 2 of an A/B, sweep or bisect
     result stores in each metric's comparison the value standing for each arm (the catalogue's
     centre of its rounds, what the terminal and the reports show) and the noise per round, and
@@ -121,12 +122,12 @@ def _is_metric_result(node: dict) -> bool:
     )
 
 
-def load(path: Path, *, within: Path | None = None) -> object:
+def load(path: Path, *, within: Path | None = None) -> Any:
     """A saved result, read, checked and migrated (checked.py names a bad field in one line)."""
     return checked(read_json(path, within=within), path)
 
 
-def checked(doc: object, path: Path) -> object:
+def checked(doc: object, path: Path) -> Any:
     """A document read from `path`, its schema and fields checked, then migrated."""
     version(doc, path)
     check_saved(doc, path)

@@ -73,8 +73,8 @@ def ab_doc(tmp_path_factory) -> dict:
 
 
 def sweep_doc(ab: dict) -> dict:
-    metric = ab["comparison"]["metrics"][0]
-    judgement = {"verdict": "PASS", "exit_code": 0, "levels": {"c1": {"metrics": [metric]}}}
+    level = ab["comparison"] | {"metrics": ab["comparison"]["metrics"][:1]}
+    judgement = {"verdict": "PASS", "exit_code": 0, "levels": {"c1": level}}
     return {"schema": "servegate.sweep/1", "suite": "s", "judgement": judgement, "runs": []}
 
 
@@ -380,7 +380,10 @@ def test_strict_json_saves_what_is_not_finite_as_null():
 
 
 def test_merge_reads_a_sweep_whose_rounds_is_a_count(tmp_path, ab_doc):
-    doc = sweep_doc(ab_doc) | {"rounds": 3, "runs": [{"round": 1, "run": {"machine": MACHINE}}]}
+    doc = sweep_doc(ab_doc) | {
+        "rounds": 3,
+        "runs": [{"round": 1, "run": {"machine": MACHINE, "summary": {}}}],
+    }
     out = cli("merge", str(write(tmp_path / "sweep.json", doc)), cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "| s | Test CPU x2 | c1: " in out.stdout, out.stdout

@@ -10,10 +10,10 @@ import re
 import pytest
 from rich.console import Console
 
-from harness.cli.ab import print_verdict
 from harness.load.metrics import run_summary
 from harness.load.record import RequestRecord
 from harness.report.tables import metric_rows
+from harness.report.terminal import print_verdict
 from harness.results.errors import ComparisonError
 from harness.results.metrics import CATALOGUE, GATEABLE, SUMMARY_KEYS, Method, metric
 from harness.stats.compare import compare_rounds
@@ -82,11 +82,16 @@ def test_the_terminal_and_the_report_show_the_same_values_and_units():
     base = [100.0, 110.0, 121.0]  # geometric mean 110, median 110; head's differ:
     head = [100.0, 130.0, 131.0]  # geometric mean 119.37..., median 130
     rounds = make_rounds({"base": base, "head": head}, "ttft_p50_ms")
-    comparison = compare_rounds(rounds, {"ttft_p50_ms": 0.5}).to_dict()
+    comparison = compare_rounds(rounds, {"ttft_p50_ms": 0.5})
     (row,) = metric_rows(comparison)
     assert row["base"] == "110.0 ms" and row["head"] == "119.4 ms"  # what head/base is of
     out = io.StringIO()
-    ab = {"suite": "s", "base": {"label": "a"}, "head": {"label": "b"}, "comparison": comparison}
+    ab = {
+        "suite": "s",
+        "base": {"label": "a"},
+        "head": {"label": "b"},
+        "comparison": comparison.to_json(),
+    }
     print_verdict(Console(file=out, width=200), ab)
     line = next(x for x in out.getvalue().splitlines() if "ttft_p50_ms" in x)
     cells = [c.strip() for c in re.split("[│|]", line) if c.strip()]

@@ -32,6 +32,7 @@ OTHER = {
     "power runs": {"series", "runs", "machine"},  # results/2026-12-04-power-runs/summary.json
     "roofline score": {"costs", "families"},  # python -m engine.sim score
     "adopted shapes": {"shapes", "installed", "machine"},  # scripts/adopt_shapes_demo.py
+    "harness before/after": {"harness", "runs", "engine_commits"},  # scripts/before_after.sh
 }
 
 
@@ -77,7 +78,7 @@ def test_every_committed_result_loads_at_the_current_schema():
 
 def test_a_version_1_result_gains_each_arms_centre(tmp_path):
     rounds = make_rounds({"base": [100.0, 121.0], "head": [110.0, 110.0]}, "ttft_p50_ms")
-    comparison = compare_rounds(rounds, {"ttft_p50_ms": 0.1}).to_dict()
+    comparison = compare_rounds(rounds, {"ttft_p50_ms": 0.1}).to_json()
     for m in comparison["metrics"]:
         del m["base_value"], m["head_value"]
     doc = {"schema": "servegate.ab/1", "suite": "s", "created": "2026-12-01T00:00:00+00:00",
