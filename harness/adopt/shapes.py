@@ -98,7 +98,7 @@ def python_meta(files: Snapshot, folder: str = "") -> PythonMeta | None:
     """A Python project's name and console scripts, from pyproject.toml, setup.cfg or setup.py
     in `folder`; None when there is no such project."""
     at = f"{folder}/" if folder else ""
-    name, scripts = "", {}
+    name, scripts = "", dict[str, str]()
     if text := files.text(at + "pyproject.toml"):
         data = _toml(text)
         project, poetry = _table(data, "project"), _table(_table(data, "tool"), "poetry")

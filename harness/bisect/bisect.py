@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from harness.results.comparison import Comparison, MetricResult
 from harness.results.verdicts import Verdict
 
 
@@ -62,12 +63,12 @@ def _bounds(n: int, marks: dict[int, Mark]) -> tuple[int, int]:
     return lo, min((i for i, m in marks.items() if m == Mark.BAD and i > lo), default=n - 1)
 
 
-def followed_metrics(comparison: dict, asked: tuple[str, ...] = ()) -> list[str]:
+def followed_metrics(comparison: Comparison, asked: tuple[str, ...] = ()) -> list[str]:
     """The metrics the search follows: those asked for, else every gated metric on which bad
     regresses against good. BisectError (the reason) when bad does not regress on them."""
-    if comparison["invalid"]:
-        raise BisectError(f"good vs bad is invalid: {'; '.join(comparison['invalid'])}")
-    verdicts = {m["name"]: str(m["verdict"]) for m in comparison["metrics"]}
+    if comparison.invalid:
+        raise BisectError(f"good vs bad is invalid: {'; '.join(comparison.invalid)}")
+    verdicts = {m.name: str(m.verdict) for m in comparison.metrics}
     unknown = [a for a in asked if a not in verdicts]
     if unknown:
         raise BisectError(
@@ -81,42 +82,44 @@ def followed_metrics(comparison: dict, asked: tuple[str, ...] = ()) -> list[str]
     return names
 
 
-def confirm_needs_rounds(comparison: dict, asked: tuple[str, ...] = ()) -> bool:
+def confirm_needs_rounds(comparison: Comparison, asked: tuple[str, ...] = ()) -> bool:
     """More rounds for the good-vs-bad confirmation while nothing is settled: an asked metric
     is INCONCLUSIVE, or (none asked) no gated metric regresses yet and one is INCONCLUSIVE."""
-    if comparison["invalid"]:
+    if comparison.invalid:
         return False
-    verdicts = {m["name"]: str(m["verdict"]) for m in comparison["metrics"]}
+    verdicts = {m.name: str(m.verdict) for m in comparison.metrics}
     if asked:
         return any(verdicts.get(a) == Verdict.INCONCLUSIVE for a in asked)
     values = set(verdicts.values())
     return Verdict.REGRESSION not in values and Verdict.INCONCLUSIVE in values
 
 
-def _below_confirmed(m: dict, confirmed: dict | None) -> bool:
+def _below_confirmed(m: MetricResult, confirmed: MetricResult | None) -> bool:
     """The candidate's bad-side bound is short of bad's near bound: with 95% confidence it
     does not carry the confirmed regression."""
-    if confirmed is None or None in (m["ci_low"], m["ci_high"]):
+    if confirmed is None or m.ci_low is None or m.ci_high is None:
         return False
-    if m["lower_is_better"]:
-        return confirmed["ci_low"] is not None and m["ci_high"] < confirmed["ci_low"]
-    return confirmed["ci_high"] is not None and m["ci_low"] > confirmed["ci_high"]
+    if m.lower_is_better:
+        return confirmed.ci_low is not None and m.ci_high < confirmed.ci_low
+    return confirmed.ci_high is not None and m.ci_low > confirmed.ci_high
 
 
 def mark_metrics(
-    metrics: list[dict], followed: list[str], confirmed: dict[str, dict] | None = None
+    metrics: list[MetricResult],
+    followed: list[str],
+    confirmed: dict[str, MetricResult] | None = None,
 ) -> tuple[Mark, str]:
     """BAD when a followed metric REGRESSES against good; GOOD when each one PASSES (or improves)
     or its interval excludes bad's confirmed regression (`confirmed`: good-vs-bad's metric
     results by name); UNRESOLVED otherwise."""
-    by_name = {m["name"]: m for m in metrics}
+    by_name = {m.name: m for m in metrics}
     shown = [by_name[n] for n in followed]
-    said = ", ".join(f"{m['name']} {m['verdict']}" for m in shown)
-    if any(m["verdict"] == Verdict.REGRESSION for m in shown):
+    said = ", ".join(f"{m.name} {m.verdict}" for m in shown)
+    if any(m.verdict == Verdict.REGRESSION for m in shown):
         return Mark.BAD, said
     clear = [
-        m["verdict"] in (Verdict.PASS, Verdict.IMPROVEMENT)
-        or _below_confirmed(m, (confirmed or {}).get(m["name"]))
+        m.verdict in (Verdict.PASS, Verdict.IMPROVEMENT)
+        or _below_confirmed(m, (confirmed or {}).get(m.name))
         for m in shown
     ]
     return (Mark.GOOD if all(clear) else Mark.UNRESOLVED), said
@@ -127,7 +130,7 @@ def _arm_failed(rounds: list[dict], arm: str) -> bool:
 
 
 def judge_step(
-    step: dict, followed: list[str], confirmed: dict[str, dict] | None = None
+    step: dict, followed: list[str], confirmed: dict[str, MetricResult] | None = None
 ) -> tuple[Mark, str]:
     """Mark a candidate from its A/B against good (`step` is runs/ab.py's outcome: rounds, crash,
     comparison). BisectError when the good arm itself failed: nothing can be measured then."""
@@ -138,7 +141,7 @@ def judge_step(
     if crash:
         last = (crash.get("log_tail") or "").strip().splitlines()[-1:]
         return Mark.SKIP, ": ".join([crash["message"], *last])
+    comparison = Comparison.from_json(step["comparison"])
     if _arm_failed(rounds, "head"):
-        invalid = step["comparison"]["invalid"]
-        return Mark.SKIP, invalid[0] if invalid else "invalid run"
-    return mark_metrics(step["comparison"]["metrics"], followed, confirmed)
+        return Mark.SKIP, comparison.invalid[0] if comparison.invalid else "invalid run"
+    return mark_metrics(comparison.metrics, followed, confirmed)

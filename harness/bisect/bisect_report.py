@@ -4,7 +4,6 @@ parent is written beside it as an ordinary A/B report (report/ab_report.py)."""
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -16,6 +15,8 @@ from harness.report import tables
 from harness.report.ab_report import slug, template_env, write_report
 from harness.report.summary import bisect_shas, reproduce
 from harness.results import store
+from harness.results.bisect_result import BisectResult
+from harness.results.comparison import Comparison
 
 
 def _commit(c: Commit) -> dict:
@@ -24,17 +25,17 @@ def _commit(c: Commit) -> dict:
 
 def step_row(step: Step, metrics: list[str]) -> dict:
     """One line of the path: the commit, each followed metric's ratio and CI, the mark."""
-    comp = step.result["comparison"] if step.result else None
-    by_name = {m["name"]: m for m in comp["metrics"]} if comp else {}
+    comp = Comparison.from_json(step.result["comparison"]) if step.result else None
+    by_name = {m.name: m for m in comp.metrics} if comp else {}
     shown = [by_name[n] for n in metrics if n in by_name]
     return {
         "role": step.role,
         "base": _commit(step.base),
         "head": _commit(step.head),
-        "rounds": comp["rounds"] if comp else 0,
-        "ratio": "; ".join(f"{m['name']} {tables.fmt_ratio(m['ratio'])}" for m in shown) or "n/a",
-        "ci": "; ".join(tables.fmt_ci(m["ci_low"], m["ci_high"]) for m in shown) or "n/a",
-        "verdict": "; ".join(str(m["verdict"]) for m in shown) or "n/a",
+        "rounds": comp.rounds if comp else 0,
+        "ratio": "; ".join(f"{m.name} {tables.fmt_ratio(m.ratio)}" for m in shown) or "n/a",
+        "ci": "; ".join(tables.fmt_ci(m.ci_low, m.ci_high) for m in shown) or "n/a",
+        "verdict": "; ".join(str(m.verdict) for m in shown) or "n/a",
         "mark": str(step.mark) if step.mark else "n/a",
         "reason": step.reason,
         "wall_s": round(step.wall_s, 1),
@@ -86,7 +87,7 @@ def write_bisect_report(data: dict, final: Step | None, out_dir: Path) -> Path:
     final_rows = []
     if final is not None and final.result is not None:
         data["final_report"] = write_report(final.result, out_dir).name
-        final_rows = tables.metric_rows(json.loads(json.dumps(final.result["comparison"])))
+        final_rows = tables.metric_rows(Comparison.from_json(final.result["comparison"]))
     stem = "-".join(
         [
             slug(str(data["created"])[:10]),
@@ -100,7 +101,7 @@ def write_bisect_report(data: dict, final: Step | None, out_dir: Path) -> Path:
     store.save(data, out_dir / f"{stem}.json", indent=1)
     md = out_dir / f"{stem}.md"
     page = template_env().get_template("bisect.md.j2")
-    line = reproduce(data.get("command", ""), bisect_shas(data))
+    line = reproduce(data.get("command", ""), bisect_shas(BisectResult.from_json(data)))
     write_atomic(
         md, page.render(b=data, headline=headline(data), final=final_rows, reproduce_line=line)
     )

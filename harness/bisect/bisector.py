@@ -26,12 +26,12 @@ from harness.bisect.commits import Commit
 from harness.files import strict_json
 from harness.load.phase import Progress
 from harness.report.ab_report import to_plain
+from harness.results.comparison import Comparison, MetricResult
 from harness.results.errors import ComparisonError
 from harness.results.verdicts import INVALID
 from harness.runs.ab import ABRunner, ab_result
 from harness.runs.budget import Budget
 from harness.runs.plan import Context, Side, placed_devices, plan_arm, together
-from harness.stats.compare import Comparison
 from harness.workload.suite import Suite
 
 MoreRounds = Callable[[Comparison], bool]
@@ -128,25 +128,26 @@ class Bisector:
         bad = commits[-1]
         confirm_suite = self._gated(asked) if asked else self.suite
         confirm = self.measure(
-            "confirm", good, bad, confirm_suite, lambda c: confirm_needs_rounds(c.to_dict(), asked)
+            "confirm", good, bad, confirm_suite, lambda c: confirm_needs_rounds(c, asked)
         )
         if confirm.result is None:
             raise BisectError(f"bad {bad.short} cannot be measured: {confirm.reason}")
         self.steps = steps = [confirm]
-        metrics = followed_metrics(confirm.result["comparison"], asked)
+        confirm_comparison = Comparison.from_json(confirm.result["comparison"])
+        metrics = followed_metrics(confirm_comparison, asked)
         self.metrics = metrics
         confirm.mark, confirm.reason = judge_step(confirm.result, metrics)
         self.announce(confirm, metrics)
-        confirmed = {m["name"]: m for m in confirm.result["comparison"]["metrics"]}
+        confirmed = {m.name: m for m in confirm_comparison.metrics}
 
         def unsettled(c: Comparison) -> bool:
-            marked = mark_metrics(c.to_dict()["metrics"], metrics, confirmed)[0]
+            marked = mark_metrics(c.metrics, metrics, confirmed)[0]
             return c.verdict != INVALID and marked == Mark.UNRESOLVED
 
         suite = self._gated(tuple(metrics))
         marks = {len(commits) - 1: Mark.BAD}
         while (nxt := next_step(len(commits), marks)).test is not None:
-            if self._out_of_budget():
+            if self.budget and self._out_of_budget():
                 left = [commits[i] for i in suspects_now(len(commits), marks)]
                 note = (f"the budget of {self.budget.minutes:g} min ended after {len(steps)} "
                         "A/B(s): another would not end inside it")  # fmt: skip
@@ -154,6 +155,7 @@ class Bisector:
             step = self.measure("step", good, commits[nxt.test], suite, unsettled)
             if step.result is not None:
                 step.mark, step.reason = judge_step(step.result, metrics, confirmed)
+            assert step.mark is not None  # a step without a result was skipped
             marks[nxt.test] = step.mark
             steps.append(step)
             self.announce(step, metrics)
@@ -181,7 +183,7 @@ class Bisector:
         return BisectOutcome(self.metrics, commits, list(self.steps), [])
 
     @staticmethod
-    def _judge_final(final: Step, metrics: list[str], confirmed: dict) -> None:
+    def _judge_final(final: Step, metrics: list[str], confirmed: dict[str, MetricResult]) -> None:
         if final.result is not None:
             try:
                 final.mark, final.reason = judge_step(final.result, metrics, confirmed)

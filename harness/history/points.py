@@ -8,9 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 
-from harness.report.merge import machine_name
 from harness.results import metrics, store
+from harness.results.ab_result import ABResult, Arm
+from harness.results.checked import is_ab
 from harness.results.errors import ComparisonError
+from harness.results.run import Run, RunArm, RunFile
 from harness.stats.changepoint import ChangePoint, change_points
 
 
@@ -58,37 +60,60 @@ class Series:
         return (change.ratio > 1) == metrics.metric(self.metric).lower_is_better
 
 
-def _gated(names: object) -> list[str]:
-    return [n for n in names or {} if isinstance(n, str)]
+def _commit(arm: Arm | RunArm | None) -> tuple[str, str, str, int] | None:
+    """(sha, date, subject, depth) of an arm that served a commit; None for a command or URL
+    arm, or a dirty working tree: only commits belong in a history."""
+    if arm is None or not arm.commit or arm.dirty:
+        return None
+    return arm.commit, arm.date or "", arm.subject or "", arm.depth or 0
 
 
-def _samples_of_runs(runs: list, arm: dict, gate: list[str], suite: str, source: str, verdict):
-    if not (arm or {}).get("commit") or (arm or {}).get("dirty"):
-        return  # only commits belong in a history: a dirty working tree is no commit
+def _machine(run: Run) -> str:
+    m = run.machine
+    if m is None:
+        return "unknown machine"
+    return f"{m.cpu_model or '?'} x{'?' if m.logical_cores is None else m.logical_cores}"
+
+
+def _samples_of_runs(
+    runs: list[Run | None],
+    commit: tuple[str, str, str, int] | None,
+    gate: list[str],
+    suite: str,
+    source: str,
+    verdict: str | None,
+):
+    if commit is None:
+        return
+    sha, date, subject, depth = commit
     for run in runs:
-        if not isinstance(run, dict) or not run.get("valid"):
+        if run is None or not run.valid:
             continue
-        machine = machine_name({"rounds": [{"base": run}]})
-        for metric in gate or _gated((run.get("suite") or {}).get("gate")):
-            value = (run.get("summary") or {}).get(metric)
-            if isinstance(value, int | float) and value > 0:
-                yield Sample(suite or (run.get("suite") or {}).get("name", "?"), machine, metric,
-                             arm["commit"], arm.get("date") or "", arm.get("subject") or "",
-                             arm.get("depth") or 0, float(value), source, verdict)  # fmt: skip
+        own = list(run.suite.gate or {}) if run.suite else []
+        for metric in gate or own:
+            value = run.summary.get(metric)
+            if value is not None and value > 0:
+                name = suite or (run.suite.name if run.suite else "?")
+                yield Sample(name, _machine(run), metric, sha, date, subject, depth,
+                             float(value), source, verdict)  # fmt: skip
 
 
 def samples(doc: dict, source: str) -> list[Sample]:
     """The samples in one saved result: a `harness run` JSON (its arm), or an A/B result (each
     arm's runs under its own commit; head's carry the A/B's verdict)."""
-    if isinstance(doc.get("runs"), list) and isinstance(doc.get("arm"), dict):
-        return list(_samples_of_runs(doc["runs"], doc["arm"], [], "", source, None))
-    if isinstance(doc.get("rounds"), list) and isinstance(doc.get("comparison"), dict):
-        gate = _gated(doc.get("gate")) or [m["name"] for m in doc["comparison"]["metrics"]]
+    if is_ab(doc):
+        result = ABResult.from_json(doc)
+        gate = list(result.gate or {}) or [m.name for m in result.comparison.metrics]
         out = []
-        for arm, verdict in (("base", None), ("head", doc["comparison"].get("verdict"))):
-            runs = [r.get(arm) for r in doc["rounds"] if isinstance(r, dict)]
-            out += _samples_of_runs(runs, doc.get(arm), gate, doc.get("suite"), source, verdict)
+        for arm, verdict in (("base", None), ("head", result.comparison.verdict)):
+            desc = result.base if arm == "base" else result.head
+            runs = [r.base if arm == "base" else r.head for r in result.rounds]
+            out += _samples_of_runs(runs, _commit(desc), gate, result.suite, source, verdict)
         return out
+    if isinstance(doc.get("runs"), list) and isinstance(doc.get("arm"), dict):
+        file = RunFile.from_json(doc)
+        runs = [Run.from_json(r) for r in file.runs if "summary" in r]
+        return list(_samples_of_runs(runs, _commit(file.arm), [], "", source, None))
     return []
 
 

@@ -100,17 +100,17 @@ def _page(source: Path, target: Path, back: str, folder: Path) -> Path:
     published (the JSON stands in for such a report)."""
     report = source.with_suffix(".md")
     try:
-        text = read_capped(report, MAX_PAGE_BYTES, "report", ComparisonError, within=folder)
-        text = text.decode("utf-8")
+        data = read_capped(report, MAX_PAGE_BYTES, "report", ComparisonError, within=folder)
+        text = data.decode("utf-8")
     except (ComparisonError, UnicodeDecodeError):
         target = target.with_suffix(".json")
         write_atomic(target, read_json_bytes(source, folder))
         return target
     for png in IMAGE.findall(text):
         with contextlib.suppress(ComparisonError):
-            data = read_capped(source.parent / png, MAX_PAGE_BYTES, "plot", ComparisonError,
+            plot = read_capped(source.parent / png, MAX_PAGE_BYTES, "plot", ComparisonError,
                                within=folder)  # fmt: skip
-            write_atomic(target.parent / png, data)
+            write_atomic(target.parent / png, plot)
     body = MarkdownIt("commonmark", {"html": False}).enable("table").render(text)
     page = (
         template_env()
@@ -142,7 +142,7 @@ def publish(all_series: list[Series], folder: Path, out: Path) -> Path:
         page = _page(Path(folder) / source, target, back, Path(folder)).relative_to(out)
         links[source] = urllib.parse.quote(page.as_posix())  # a file name is no URL
     charts = [chart(s, links) for s in all_series]
-    page = (
+    html = (
         template_env()
         .get_template("site.html.j2")
         .render(
@@ -154,5 +154,5 @@ def publish(all_series: list[Series], folder: Path, out: Path) -> Path:
         )
     )
     index = out / "index.html"
-    write_atomic(index, page)
+    write_atomic(index, html)
     return index

@@ -25,6 +25,10 @@ from harness.workload.phase import Phase
 class Workers(Protocol):
     """Client processes that fire a phase's requests (workers.ClientWorkers)."""
 
+    n: int  # processes
+
+    def take_probes(self) -> list: ...  # their lag probes since the last call
+
     async def fire(
         self, phase: Phase, prompts: list[Prompt], units: list[int], start: float,
         phase_end: float, on_done: Callable[[RequestRecord], None], stop: asyncio.Event,
@@ -274,8 +278,8 @@ class LoadDriver:
                 async with self.session.post(self.base + path, json=body) as resp:
                     rec.status = resp.status
                     if resp.status != 200:
-                        body = await read_body(resp, ERROR_CAP)
-                        rec.error = error_text(body.decode("utf-8", "replace"))
+                        said = await read_body(resp, ERROR_CAP)
+                        rec.error = error_text(said.decode("utf-8", "replace"))
                     else:
                         await self._read_stream(resp, rec, answer, after_tokens)
                         if rec.cancelled:

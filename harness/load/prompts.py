@@ -99,7 +99,7 @@ class TokenCounter:
 
     async def _server_count(self, text: str, chat: bool) -> int | None:
         if self.dialect is VLLM:
-            body = {"model": self.model}
+            body: dict[str, object] = {"model": self.model}
             body |= {"messages": _messages(text)} if chat else {"prompt": text}
         elif self.dialect is LLAMA_SERVER:
             if chat and self._chat_exact:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+from typing import Any
 
 import aiohttp
 
@@ -56,7 +57,7 @@ async def fetch(
 
 async def fetch_json(
     session: aiohttp.ClientSession, method: str, url: str, **kwargs
-) -> tuple[int, object]:
+) -> tuple[int, Any]:
     """(HTTP status, parsed JSON body); ServerReadError when it is not JSON."""
     status, body = await fetch(session, method, url, **kwargs)
     try:

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from typing import Any
 
 from harness.load import event_loop
 from harness.load.client_check import LagProbe
@@ -58,7 +59,8 @@ class ClientWorkers:
         self, n: int, base: str, model: str, t0: float, clients: int, api_key: str = ""
     ) -> None:
         ctx = multiprocessing.get_context("spawn")  # the harness runs threads: no fork
-        self.n, self.t0, self.conns, self.procs, self.probes = n, t0, [], [], []
+        self.n, self.t0, self.conns, self.procs = n, t0, [], []
+        self.probes: list[LagProbe] = []
         args = (base, model, t0, -(-clients // n), api_key)
         for _ in range(n):
             ours, theirs = ctx.Pipe()
@@ -78,7 +80,7 @@ class ClientWorkers:
         on_done: Callable[[RequestRecord], None],
         stop: asyncio.Event,
     ) -> list[RequestRecord]:
-        loop, inbox = asyncio.get_running_loop(), asyncio.Queue()
+        loop, inbox = asyncio.get_running_loop(), asyncio.Queue[Any]()
         shares = split(units, phase.clients, self.n)
         for w, (share, clients) in enumerate(shares):
             self.conns[w].send(("fire", phase, prompts, share, start, phase_end, clients))

@@ -13,8 +13,9 @@ from pathlib import Path
 from harness.arms.launcher import LaunchError, reopen, stop_all
 from harness.load.baton import Baton
 from harness.load.phase import Progress
+from harness.results.comparison import Comparison, Looks
 from harness.results.store import schema
-from harness.results.verdicts import EXIT_CODES, INCONCLUSIVE_EXIT, INVALID, Verdict
+from harness.results.verdicts import INCONCLUSIVE_EXIT, Verdict
 from harness.runs.budget import Budget, budget_note
 from harness.runs.cold import Measured, measure_cold, server_log
 from harness.runs.measure import Started, start_arm
@@ -22,7 +23,6 @@ from harness.runs.plan import ArmPlan
 from harness.runs.quiet import CpuClock, load1, round_machine, wait_for_quiet
 from harness.stats.compare import (
     ARMS,
-    Comparison,
     ComparisonError,
     check_fingerprints,
     compare_rounds,
@@ -120,7 +120,7 @@ class ABRunner:
             mismatch, invalid = workload_mismatch(rounds), has_invalid_run(record, names)
             decided = len(rounds) < target or crash or mismatch or invalid
             if not decided and self.more_rounds(comparison := self._compare(rounds, None)):
-                self._extend(comparison)
+                comparison = self._extended(comparison)
                 if upcoming := self.schedule.next_look(target):
                     self.on_look(comparison, upcoming, [r["wall_s"] for r in rounds])
                 target = upcoming or target
@@ -131,6 +131,8 @@ class ABRunner:
         moves the last look in (a round's length says nothing about the metrics, so the gate's
         alpha still holds). Whole device cycles only."""
         done = len(self.rounds)
+        if self.budget is None:
+            return target
         fits = done + self.budget.rounds_that_fit([r["wall_s"] for r in self.rounds])
         fits -= fits % self.block
         if fits >= min(target, self.schedule.looks[-1]):
@@ -141,12 +143,14 @@ class ABRunner:
         self._plan = self.schedule.replanned(done, fits)
         return min(target, self._plan.looks[-1])
 
-    def _extend(self, comparison: Comparison) -> None:
+    def _extended(self, comparison: Comparison) -> Comparison:
         """With --max-rounds auto, the last look moved out to where the undecided metrics'
-        measured noise says they resolve (never in: stats/rounds_needed.py)."""
-        if self.extend_to:
-            self._plan = extended(self.schedule, comparison.to_dict(), self.extend_to, self.block)
-            comparison.schedule = self._plan.to_dict()  # what the look's line says is ahead
+        measured noise says they resolve (never in: stats/rounds_needed.py); the comparison
+        then carries the new looks (what the look's line says is ahead)."""
+        if not self.extend_to:
+            return comparison
+        self._plan = extended(self.schedule, comparison.to_json(), self.extend_to, self.block)
+        return replace(comparison, schedule=Looks.from_json(self._plan.to_dict()))
 
     def _placed(self, i: int, names: list[str]) -> dict[str, ArmPlan]:
         where = placement(i, names, self.devices)
@@ -207,7 +211,7 @@ class ABRunner:
         baton = Baton(names) if ready is not None else None
 
         def one(name: str, view) -> Measured:
-            if baton is None:
+            if baton is None or ready is None:
                 return self._measure(rnd, target, placed[name], progress=view)
             try:
                 started = ready.pop(name, None)
@@ -229,17 +233,16 @@ class ABRunner:
         """The result of the rounds run so far; `problem` (a workload mismatch, an interrupt)
         makes it INVALID while keeping every run."""
         comparison = self._compare(self.rounds, crash, problem)
-        comparison.warnings = [*self.notes, *comparison.warnings]
-        if self.cut_short and comparison.verdict == Verdict.INCONCLUSIVE:
-            metrics = comparison.to_dict()["metrics"]
-            note = budget_note(self.budget.minutes, comparison.rounds, metrics)
-            comparison.warnings.insert(0, note)
-        undecided(comparison, self.inconclusive)
+        warnings = [*self.notes, *comparison.warnings]
+        if self.cut_short and self.budget and comparison.verdict == Verdict.INCONCLUSIVE:
+            metrics = comparison.to_json()["metrics"]
+            warnings.insert(0, budget_note(self.budget.minutes, comparison.rounds, metrics))
+        comparison = undecided(replace(comparison, warnings=warnings), self.inconclusive)
         return {
             "rounds": self.rounds,
             "crash": crash,
             "schedule": self.schedule.to_dict(),
-            "comparison": comparison.to_dict(),
+            "comparison": comparison.to_json(),
         }
 
     def _start_round(
@@ -288,10 +291,7 @@ class ABRunner:
         except ComparisonError as e:
             problems = [str(e), *problems]
         # nothing comparable ran, or it must not be compared: the problem is the whole verdict
-        n = len(complete)
-        return Comparison(
-            INVALID, EXIT_CODES[INVALID], n, "", [], invalid=problems, block=self.block
-        )
+        return Comparison.invalid_only(problems, len(complete), self.block)
 
 
 def _at_once(calls: dict[str, Callable], futures: bool = False) -> dict:
@@ -347,13 +347,14 @@ def workload_mismatch(rounds: list[dict]) -> str | None:
     return None
 
 
-def undecided(comparison: Comparison, choice: str) -> None:
+def undecided(comparison: Comparison, choice: str) -> Comparison:
     """The team's choice for a gate that could not decide: with "fail", INCONCLUSIVE exits 1
     (the verdict stays what it is, and the result says why it failed)."""
     code = INCONCLUSIVE_EXIT[choice]
-    if comparison.verdict == Verdict.INCONCLUSIVE and code != comparison.exit_code:
-        comparison.exit_code = code
-        comparison.warnings.insert(0, "INCONCLUSIVE fails this gate (--inconclusive fail)")
+    if comparison.verdict != Verdict.INCONCLUSIVE or code == comparison.exit_code:
+        return comparison
+    why = "INCONCLUSIVE fails this gate (--inconclusive fail)"
+    return replace(comparison, exit_code=code, warnings=[why, *comparison.warnings])
 
 
 def ab_result(suite: Suite, plans: dict[str, ArmPlan], outcome: dict, command: str) -> dict:

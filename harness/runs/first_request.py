@@ -32,6 +32,6 @@ async def _ask(url: str, model: str, api_key: str) -> Answer:
     async with make_session(1, api_key=api_key) as session:
         sent = await served_model(session, url, model)
         driver = LoadDriver(session, url, sent, time.perf_counter())
-        record, text = RequestRecord(PHASE.name, 0, 0, PHASE.max_tokens), []
+        record, text = RequestRecord(PHASE.name, 0, 0, PHASE.max_tokens), list[str]()
         await driver.request(PHASE, PROMPT, record, answer=text)
     return Answer(sent, record, "".join(text))

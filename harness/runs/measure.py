@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import psutil
@@ -234,7 +235,7 @@ async def _drive(
     async with make_session(clients, api_key=arm.api_key) as session:
         model = await served_model(session, server.url, arm.model)
         counter = TokenCounter(session, server.url, model)
-        extras = {"served_model": model, "tokenizer": await counter.detect()}
+        extras: dict[str, Any] = {"served_model": model, "tokenizer": await counter.detect()}
         with client_workers(procs_for(suite), server.url, model, t0, clients,
                             arm.api_key) as workers:  # fmt: skip
             driver = LoadDriver(session, server.url, model, t0, baton, workers)
@@ -274,7 +275,9 @@ async def _find_capacity(probes: Probes, suite: Suite, counter: TokenCounter, pr
                          exited: Callable[[], bool]) -> dict:  # fmt: skip
     """The suite's capacity search on the running server, a level at a time (its first phase
     reshaped, without its expectations); what it kept (workload/capacity.py)."""
-    plan, tried, stats, stopped = suite.capacity, [], [], None
+    plan, stopped = suite.capacity, None
+    tried: list = []
+    stats: list[dict] = []
     ends = time.monotonic() + plan.budget_s
     while (level := next_level(plan, tried)) is not None and not exited():
         if (left := ends - time.monotonic()) <= 1:  # the bracket so far; every level kept

@@ -3,8 +3,10 @@ base, B's runs are head), paired by index, as an A/B result a report can show.""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import cast
 
 from harness.results import store
 from harness.results.errors import ComparisonError
@@ -32,7 +34,7 @@ def tolerances_of(doc: dict | list) -> dict[str, float]:
     tolerances = {m.get("name"): m.get("tolerance") for m in metrics if isinstance(m, dict)}
     if not all(isinstance(k, str) and isinstance(v, int | float) for k, v in tolerances.items()):
         raise ComparisonError("comparison.metrics: each needs a name and a numeric tolerance")
-    return tolerances
+    return cast(dict[str, float], tolerances)  # each checked just above
 
 
 def _get(doc: object, key: str) -> object:
@@ -76,17 +78,18 @@ def compare_saved(
         for i in range(n)
     ]
     comparison = compare_rounds(rounds, tolerances, slack_bytes)
-    comparison.warnings.append(OFFLINE_CAVEAT)
+    warnings = [*comparison.warnings, OFFLINE_CAVEAT]
     if len(base) != len(head):
-        comparison.warnings.append(
+        warnings.append(
             f"{len(base)} base runs vs {len(head)} head runs: only the first {n} of each compared"
         )
+    comparison = replace(comparison, warnings=warnings)
     return {
         "suite": suite if isinstance(suite := _get(doc_a, "suite"), str) else "offline",
         "base": _arm(doc_a, arm_a, a_path, base),
         "head": _arm(doc_b, arm_b, b_path, head),
         "rounds": rounds,
-        "comparison": comparison.to_dict(),
+        "comparison": comparison.to_json(),
         "command": f"harness compare {a_path} {b_path}",
         "created": created or datetime.now(UTC).isoformat(timespec="seconds"),
         "crash": None,

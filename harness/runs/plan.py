@@ -59,7 +59,7 @@ class Context:
     model: str | None = None  # --model
     flags: str | None = None  # --flags: replaces the suite's
     isolated: bool = False
-    api_key: str = ""
+    api_key: str | None = ""
     build: bool = True  # False for --dry-run: plan every arm; check out, build, create nothing
 
 
@@ -128,7 +128,7 @@ def plan_arm(name: str, side: Side, ctx: Context) -> ArmPlan:
         arm = url_arm(model, side.url, side.pid, side.option("url"), api_key=ctx.api_key,
                       **gauges)  # fmt: skip
         _flags_reach(arm, name, flags_for(side, ctx, "")[1])
-        desc = {"label": arm.url, "ref": None, "commit": None, "cmd": None}
+        desc: dict[str, object] = {"label": arm.url, "ref": None, "commit": None, "cmd": None}
         return ArmPlan(name, arm, desc | {"flags": [], "env": {}})
     if side.cmd:
         server = program(side.cmd)
@@ -189,7 +189,7 @@ def label_arms(plans: dict[str, ArmPlan], sides: dict[str, Side]) -> None:
     if not same and (base.flags, base.env) == (head.flags, head.env):
         return  # the labels say it: two commits, or two servers, with the same flags
     both = same and base.cmd and head.cmd
-    cmd_diff = differing_tokens(base.cmd, head.cmd) if both else ([], [])
+    cmd_diff = differing_tokens(base.cmd or "", head.cmd or "") if both else ([], [])
     for name, own in zip(("base", "head"), cmd_diff, strict=True):
         s = sides[name]
         extra = " ".join(x for x in (" ".join(own), s.flags, s.env) if x) or "default"

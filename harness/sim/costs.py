@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 from harness.files import read_capped
 from harness.sim.workload import SimError
@@ -21,7 +22,7 @@ MAX_PRICE_S = 1e3  # seconds a token, a step or a layer: beyond any machine's
 MAX_FIGURE = 1e21  # bytes, bytes/s, FLOP/s: a zetta of any is no machine's
 
 
-def _price(value: object, where: str, positive: bool = False, most: float = MAX_PRICE_S) -> None:
+def _price(value: Any, where: str, positive: bool = False, most: float = MAX_PRICE_S) -> None:
     """A finite number from 0 (or above it) to `most`: larger ones overflow a step's seconds."""
     ok = isinstance(value, int | float) and not isinstance(value, bool)
     if not ok or not math.isfinite(value) or value < 0 or (positive and value == 0) or value > most:

@@ -5,14 +5,12 @@ reports say "exact (simulated)" where a real A/B shows its interval). Memory is 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from harness.results.comparison import Comparison, MetricResult
 from harness.results.metrics import Method, metric
 from harness.results.verdicts import EXIT_CODES, Verdict
-from harness.stats.compare import (
-    Comparison,
-    MetricResult,
-    check_fingerprints,
-    overall_verdict,
-)
+from harness.stats.compare import check_fingerprints, overall_verdict
 from harness.stats.verdict import ratio_verdict
 
 
@@ -25,15 +23,25 @@ def compare_simulated(base: dict, head: dict, tolerances: dict[str, float]) -> C
     for name, tol in tolerances.items():
         b, h = base["summary"].get(name), head["summary"].get(name)
         better = metric(name).lower_is_better
+        unjudged = MetricResult(name=name, base=[b], head=[h], ratio=None, ci_low=None,
+                                ci_high=None, tolerance=tol, verdict=Verdict.NA, mde=None,
+                                method=Method.SIMULATED, lower_is_better=better,
+                                note="not simulated")  # fmt: skip
         if b is None or h is None or b <= 0:
-            missing = MetricResult(name, [b], [h], None, None, None, tol, Verdict.NA, None,
-                                   Method.SIMULATED, better, "not simulated")  # fmt: skip
-            metrics.append(missing)
+            metrics.append(unjudged)
             continue
         r = h / b
-        verdict = ratio_verdict(r, r, r, tol, better)
-        metrics.append(MetricResult(name, [b], [h], r, r, r, tol, verdict, None, Method.SIMULATED,
-                                    better, evidence_low=r, evidence_high=r, base_value=b,
-                                    head_value=h))  # fmt: skip
+        judged = ratio_verdict(r, r, r, tol, better)
+        metrics.append(replace(unjudged, ratio=r, ci_low=r, ci_high=r, verdict=judged, note="",
+                               evidence_low=r, evidence_high=r, base_value=b,
+                               head_value=h))  # fmt: skip
     verdict = overall_verdict(metrics, invalid)
-    return Comparison(verdict, EXIT_CODES[verdict], 1, fingerprint, metrics, invalid=invalid)
+    return Comparison(
+        verdict=verdict,
+        exit_code=EXIT_CODES[verdict],
+        rounds=1,
+        fingerprint=fingerprint,
+        metrics=metrics,
+        invalid=invalid,
+        warnings=[],
+    )

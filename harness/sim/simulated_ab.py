@@ -34,6 +34,6 @@ class SimulatedABRunner:
             "rounds": self.rounds,
             "crash": None,
             "schedule": None,
-            "comparison": comparison.to_dict(),
+            "comparison": comparison.to_json(),
             "simulated": described(runs["head"]["simulated"]),
         }

@@ -4,9 +4,10 @@ and the exit code a CI job gates on. Pure: no I/O, no clock (docs/statistics.md 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import replace
 from statistics import median
 
+from harness.results.comparison import Comparison, Looks, MetricResult
 from harness.results.errors import ComparisonError
 from harness.results.metrics import CATALOGUE, Method, metric
 from harness.results.verdicts import EXIT_CODES, INVALID, MOST_ROUNDS, Verdict
@@ -16,67 +17,6 @@ from harness.stats.sequential import Schedule
 from harness.stats.verdict import changed_within_tolerance, peak_verdict, ratio_verdict
 
 ARMS = ("base", "head", "null")
-
-
-@dataclass(slots=True)
-class MetricResult:
-    name: str
-    base: list[float | None]
-    head: list[float | None]
-    ratio: float | None
-    ci_low: float | None
-    ci_high: float | None
-    tolerance: float
-    verdict: Verdict
-    mde: float | None
-    method: Method
-    lower_is_better: bool = True
-    note: str = ""
-    alpha: float | None = None  # one-sided alpha a REGRESSION had to clear at this look
-    evidence_low: float | None = None  # the (1 - alpha) t-bounds on the ratio
-    evidence_high: float | None = None
-    detectable: float | None = None  # the true ratio this look catches 4 times in 5 (power)
-    base_value: float | None = None  # the value that stands for each arm's rounds (the
-    head_value: float | None = None  # catalogue's centre): what reports and the terminal show
-    spread: float | None = None  # sd of ln(head/base) per round: the noise an interval met
-    order_effect: float | None = None  # head measured second / first, when fitted
-    rounds_to_pass: int | None = None  # an unchanged head's rounds to PASS at this noise
-    # (rounds_needed.py; MOST_ROUNDS + 1: more than that; None: nothing to plan from)
-    changed: bool = False  # a PASS the gate itself calls changed (verdict.changed_within_tolerance)
-
-
-@dataclass(slots=True)
-class Comparison:
-    verdict: str
-    exit_code: int
-    rounds: int
-    fingerprint: str
-    metrics: list[MetricResult]
-    noise: list[MetricResult] = field(default_factory=list)  # null arm vs base
-    invalid: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    schedule: dict | None = None  # the looks and alpha of the sequential rule (sequential.py)
-    ungated: list[MetricResult] = field(default_factory=list)  # compared, never judged
-    block: int = 1  # rounds per device cycle: an interval is taken over whole cycles (blocked)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> Comparison:
-        return cls(
-            **{
-                **data,
-                "metrics": [metric_result(m) for m in data["metrics"]],
-                "noise": [metric_result(m) for m in data.get("noise", [])],
-                "ungated": [metric_result(m) for m in data.get("ungated", [])],
-            }
-        )
-
-
-def metric_result(m: dict) -> MetricResult:
-    """A saved metric's comparison as the record."""
-    return MetricResult(**m | {"verdict": Verdict(m["verdict"]), "method": Method(m["method"])})
 
 
 def blocked(values: list[float], size: int) -> list[float]:
@@ -127,45 +67,65 @@ def measured(
         mde=None,
         method=entry.method,
         lower_is_better=lower,
+        note="",
+        base_value=entry.centre(base),
+        head_value=entry.centre(head),
     )
-    result.base_value, result.head_value = entry.centre(base), entry.centre(head)
     if any(v is None for v in [*base, *head]):
-        result.note = "not reported by every run"
-        return result
+        return replace(result, note="not reported by every run")
+    known = [float(v) for v in base if v is not None], [float(v) for v in head if v is not None]
     if memory:
-        result.verdict = peak_verdict(base, head, tolerance, slack_bytes)
-        if min(base) > 0:
-            result.ratio = median(head) / median(base)
-            result.ci_low, result.ci_high = min(head) / max(base), max(head) / min(base)
-            # The smallest head/base ratio the min/max rule would flag.
-            result.mde = (max(base) * (1 + tolerance) + slack_bytes) / median(base)
-        return result
-    if min(*base, *head) <= 0:
-        result.note = "ratio undefined: non-positive values"
-        return result
-    base, head = blocked(base, block), blocked(head, block)
+        return _peaks(result, *known, slack_bytes)
+    b, h = known
+    if min(*b, *h) <= 0:
+        return replace(result, note="ratio undefined: non-positive values")
+    b, h = blocked(b, block), blocked(h, block)
     if block > 1:  # a whole device cycle holds each order alike
         later = None
-        if len(base) < 2:
-            result.note = f"fewer than two whole device cycles of {block} rounds"
-            return result
-    fit = paired_logs(base, head, later)
+        if len(b) < 2:
+            return replace(result, note=f"fewer than two whole device cycles of {block} rounds")
+    fit = paired_logs(b, h, later)
     iv = ratio_interval(fit, seed=seed)
-    result.spread = fit.spread
-    if fit.order_effect is not None:
-        result.order_effect = math.exp(fit.order_effect)
-    result.ratio, result.ci_low, result.ci_high = iv.ratio, iv.ci_low, iv.ci_high
-    result.mde, result.method = iv.mde, iv.method
+    order = math.exp(fit.order_effect) if fit.order_effect is not None else None
+    result = replace(
+        result,
+        spread=fit.spread,
+        order_effect=order,
+        ratio=iv.ratio,
+        ci_low=iv.ci_low,
+        ci_high=iv.ci_high,
+        mde=iv.mde,
+        method=iv.method,
+    )
     evidence = t_bounds(fit, alpha) if alpha is not None else None
-    if evidence is not None:
-        result.alpha, (result.evidence_low, result.evidence_high) = alpha, evidence
+    if alpha is not None and evidence is not None:
         limit = math.log1p(tolerance) if lower else -math.log1p(-tolerance)
         shift = detectable_shift(fit, alpha, limit)
-        result.detectable = math.exp(shift if lower else -shift)
-    result.verdict = ratio_verdict(
-        iv.ratio, iv.ci_low, iv.ci_high, tolerance, lower, evidence=evidence
+        result = replace(
+            result,
+            alpha=alpha,
+            evidence_low=evidence[0],
+            evidence_high=evidence[1],
+            detectable=None if shift is None else math.exp(shift if lower else -shift),
+        )
+    verdict = ratio_verdict(iv.ratio, iv.ci_low, iv.ci_high, tolerance, lower, evidence=evidence)
+    return replace(result, verdict=verdict)
+
+
+def _peaks(result: MetricResult, base: list[float], head: list[float], slack: float):
+    """A memory peak by the min/max rule; its ratio of medians and the range of ratios."""
+    verdict = peak_verdict(base, head, result.tolerance, slack)
+    if min(base) <= 0:
+        return replace(result, verdict=verdict)
+    return replace(
+        result,
+        verdict=verdict,
+        ratio=median(head) / median(base),
+        ci_low=min(head) / max(base),
+        ci_high=max(head) / min(base),
+        # the smallest head/base ratio the min/max rule would flag
+        mde=(max(base) * (1 + result.tolerance) + slack) / median(base),
     )
-    return result
 
 
 def check_fingerprints(rounds: list[dict]) -> str:
@@ -238,12 +198,12 @@ def _metrics(
 def judged(result: MetricResult) -> MetricResult:
     """`result` with what every view says of it computed once: the rounds an unchanged head
     needs at its noise, and whether a PASS is a change within tolerance."""
-    m = asdict(result)
+    m = result.to_json()
     planned = rounds_needed(m)
     if planned is not None:
-        result.rounds_to_pass = planned[0] if planned[0] is not None else MOST_ROUNDS + 1
-    result.changed = changed_within_tolerance(m)
-    return result
+        rounds = MOST_ROUNDS + 1 if planned[0] is None else planned[0]
+        result = replace(result, rounds_to_pass=rounds)
+    return replace(result, changed=changed_within_tolerance(m))
 
 
 def measured_later(rounds: list[dict], arm: str) -> list[bool] | None:
@@ -278,8 +238,7 @@ def ungated(
             continue
         later = measured_later(paired, "head")
         result = compare_metric(m.name, base, head, 0.0, seed=seed, block=block, later=later)
-        result.verdict, result.note, result.changed = Verdict.NA, "not gated", False
-        out.append(result)
+        out.append(replace(result, verdict=Verdict.NA, note="not gated", changed=False))
     return out
 
 
@@ -326,8 +285,9 @@ def compare_rounds(
         metrics=metrics,
         noise=noise,
         invalid=invalid,
+        warnings=[],
         ungated=ungated(rounds, tolerances, seed, block),
-        schedule=schedule.to_dict(),
+        schedule=Looks.from_json(schedule.to_dict()),
         block=block,
     )
 
@@ -346,7 +306,7 @@ def _pending(m: MetricResult) -> bool:
     """A PASS that the 95% CI alone would call an IMPROVEMENT: the look's stricter bound is
     what is missing, and more rounds can bring it (the mirror of an INCONCLUSIVE)."""
     interval = m.method in (Method.T, Method.BOOTSTRAP)
-    if m.verdict != Verdict.PASS or not interval or m.ci_low is None:
+    if m.verdict != Verdict.PASS or not interval or m.ratio is None or m.ci_low is None:
         return False
     by_ci = ratio_verdict(m.ratio, m.ci_low, m.ci_high, m.tolerance, m.lower_is_better)
     return by_ci == Verdict.IMPROVEMENT
@@ -363,6 +323,8 @@ def judged_again(comparison: dict) -> dict:
     them computed from the fields it kept (a re-rendered report says what a new one says)."""
 
     def again(m: dict) -> dict:
-        return m if not isinstance(m, dict) or "changed" in m else asdict(judged(metric_result(m)))
+        if not isinstance(m, dict) or "changed" in m:
+            return m
+        return judged(MetricResult.from_json(m)).to_json()
 
     return comparison | {"metrics": [again(m) for m in comparison.get("metrics", [])]}

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from statistics import median
 
+from harness.results.comparison import Comparison
 from harness.results.errors import ComparisonError
 from harness.results.metrics import SUMMARY_KEYS
 from harness.results.verdicts import EXIT_CODES, INVALID
 from harness.sim.gate import compare_simulated
-from harness.stats.compare import Comparison, compare_rounds
+from harness.stats.compare import compare_rounds
 from harness.sweep.knee import KNEE_GAIN, Point, Slo, goodput, knee, slo_table
 
 CURVE_METRICS = (*SUMMARY_KEYS, "requests")  # per level: every metric, medians over rounds
@@ -29,7 +30,9 @@ def curve(by_level: dict[str, list[dict]], levels: list[float], arm: str) -> lis
     out = []
     for level, (name, rounds) in zip(levels, by_level.items(), strict=True):
         runs = [r[arm] for r in rounds if r.get(arm) is not None]
-        point = {m: _median([run["summary"].get(m) for run in runs]) for m in CURVE_METRICS}
+        point: dict[str, object] = {
+            m: _median([run["summary"].get(m) for run in runs]) for m in CURVE_METRICS
+        }
         series = sorted({s for run in runs for s in run.get("counters", {})})
         point["counters"] = {s: _median([run["counters"].get(s) for run in runs]) for s in series}
         valid = all(r["valid"] for r in runs)
@@ -40,16 +43,14 @@ def curve(by_level: dict[str, list[dict]], levels: list[float], arm: str) -> lis
 def _compare(rounds: list[dict], tolerances: dict, slack: float, crash: dict | None) -> dict:
     complete = [r for r in rounds if r.get("base") is not None and r.get("head") is not None]
     if complete and all(r[a].get("simulated") for r in complete for a in ("base", "head")):
-        return compare_simulated(complete[0]["base"], complete[0]["head"], tolerances).to_dict()
+        return compare_simulated(complete[0]["base"], complete[0]["head"], tolerances).to_json()
     try:
-        return compare_rounds(complete or rounds, tolerances, slack, crash=crash).to_dict()
+        return compare_rounds(complete or rounds, tolerances, slack, crash=crash).to_json()
     except ComparisonError as exc:
         if not rounds and crash is None:
             raise
         why = [str(exc)] if rounds else ["no run reached this level"]
-        return Comparison(
-            INVALID, EXIT_CODES[INVALID], len(complete), "", [], invalid=why
-        ).to_dict()
+        return Comparison.invalid_only(why, len(complete)).to_json()
 
 
 def judge(
@@ -107,7 +108,7 @@ def judge(
         per_level[CAPACITY] = (
             _compare(capacity, gate, slack_bytes, crash)
             if capacity
-            else Comparison(INVALID, EXIT_CODES[INVALID], 0, "", [], invalid=[NO_SEARCH]).to_dict()
+            else Comparison.invalid_only([NO_SEARCH]).to_json()
         )
         names.append(CAPACITY)
     verdicts = [per_level[n]["verdict"] for n in names]

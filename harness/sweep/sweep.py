@@ -150,7 +150,8 @@ class SweepRunner:
     def run(self) -> dict:
         """Rounds of cold runs; returns the raw runs and any crash (which ends the sweep)."""
         names, units, done = list(self.plans), self.sweep.units(), 0
-        self.runs, crash, walls = [], None, []
+        self.runs, walls = [], list[float]()
+        crash: dict | None = None
         runs = self.runs
         for i in range(self.rounds):
             if self.budget is not None and walls and self.budget.rounds_that_fit(walls) < 1:
@@ -169,8 +170,8 @@ class SweepRunner:
                 where = unit.phases[0].name if len(unit.phases) == 1 else "levels"
                 label = f"[{done}/{self.steps}] round {i + 1}/{self.rounds} {name} {where}: "
                 if self.sim is not None:  # deterministic: one round, nothing to crash
-                    run = sim_run(unit, self.plans[name].arm, self.sim)
-                    runs.append({"round": i + 1, "arm": name, "run": run})
+                    simulated = sim_run(unit, self.plans[name].arm, self.sim)
+                    runs.append({"round": i + 1, "arm": name, "run": simulated})
                     continue
                 log_dir = self.log_dir / where
                 log_dir.mkdir(parents=True, exist_ok=True)
@@ -189,7 +190,7 @@ def capacity_record(run: dict | None) -> dict | None:
     """The capacity a run searched, shaped like a level's record for compare.compare_rounds:
     the run's own validity (a level's reasons are that level's), `capacity_req_s`, the search."""
     found = (run or {}).get("capacity")
-    if found is None:
+    if run is None or found is None:
         return None
     reasons = [r for r in run.get("invalid_reasons", []) if not r.startswith("phase ")]
     if found.get("error"):

@@ -18,7 +18,10 @@ from harness.report.plots import plot_capacity
 from harness.report.summary import reproduce, sweep_shas
 from harness.report.tables import fmt_interval, fmt_ratio, fmt_value, machine_lines
 from harness.results import store
+from harness.results.comparison import Comparison
+from harness.results.run import Machine
 from harness.results.store import schema
+from harness.results.sweep_result import SweepResult
 from harness.results.verdicts import exit_meaning
 from harness.runs.plan import ArmPlan
 from harness.sim.simulated_run import described
@@ -162,22 +165,22 @@ def curve_rows(result: dict) -> list[dict]:
 
 def verdict_rows(result: dict) -> list[dict]:
     rows = []
-    for name, comp in result["judgement"].get("levels", {}).items():
-        for m in comp["metrics"]:
-            mid = {a: fmt_value(m["name"], m[f"{a}_value"]) for a in ("base", "head")}
+    for name, saved in result["judgement"].get("levels", {}).items():
+        comp = Comparison.from_json(saved)
+        for m in comp.metrics:
             rows.append(
                 {
                     "level": name,
-                    "metric": m["name"],
-                    "base": mid["base"],
-                    "head": mid["head"],
-                    "ratio": fmt_ratio(m["ratio"]),
+                    "metric": m.name,
+                    "base": fmt_value(m.name, m.base_value),
+                    "head": fmt_value(m.name, m.head_value),
+                    "ratio": fmt_ratio(m.ratio),
                     "ci": fmt_interval(m),
-                    "tol": f"{m['tolerance']:.0%}",
-                    "verdict": m["verdict"],
+                    "tol": f"{m.tolerance:.0%}",
+                    "verdict": str(m.verdict),
                 }
             )
-        if not comp["metrics"]:
+        if not comp.metrics:
             rows.append(
                 {
                     "level": name,
@@ -187,7 +190,7 @@ def verdict_rows(result: dict) -> list[dict]:
                     "ratio": "",
                     "ci": "",
                     "tol": "",
-                    "verdict": comp["verdict"],
+                    "verdict": comp.verdict,
                 }
             )
     return rows
@@ -205,21 +208,23 @@ def counter_rows(result: dict) -> list[dict]:
     return rows
 
 
-def render_markdown(result: dict, plots: dict[str, str]) -> str:
+def render_markdown(result: dict, plots: dict[str, str | None]) -> str:
     env = template_env()
     runs = [r["run"] for r in result["runs"] if r["run"]]
     return env.get_template("sweep.md.j2").render(
         r=result,
         j=result["judgement"],
         headline=headline(result),
-        reproduce_line=reproduce(result.get("command", ""), sweep_shas(result)),
+        reproduce_line=reproduce(
+            result.get("command", ""), sweep_shas(SweepResult.from_json(to_plain(result)))
+        ),
         plots=plots,
         metrics=TABLE_METRICS,
         curve_rows=curve_rows(result),
         verdict_rows=verdict_rows(result),
         counter_rows=counter_rows(result),
         capacity_rows=capacity_rows(result),
-        machine=machine_lines(runs[0].get("machine", {}) if runs else {}),
+        machine=machine_lines(Machine.from_json(runs[0].get("machine") or {}) if runs else None),
         level=_level,
         goodput=_goodput,
     )
@@ -237,7 +242,7 @@ def write_sweep_report(result: dict, out_dir: Path, rerender: bool = False) -> P
     finally:
         release(out_dir / f"{stem}.json")  # the name claimed, if it was never written
     draw = {"throughput": plot_throughput, "ttft": plot_ttft, "latency": plot_latency_throughput}
-    plots = {}
+    plots: dict[str, str | None] = {}
     for kind, plot in draw.items():
         try:  # a curve with nothing to draw (no level ran) leaves its plot out, not the report
             plot(result, out_dir / f"{stem}-{kind}.png")

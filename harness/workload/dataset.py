@@ -43,7 +43,7 @@ class Dataset:
 
     def sample(self, n: int, seed: int) -> list[Item]:
         """n items drawn by `seed`: without replacement while there are enough, then again."""
-        rng, out = random.Random(seed), []
+        rng, out = random.Random(seed), list[Item]()
         while len(out) < n:
             order = list(range(len(self.items)))
             rng.shuffle(order)

@@ -34,8 +34,9 @@ def level_phase(base: Phase, mode: str, level: float, requests: int | None = Non
     server with a prompt cache would otherwise serve later levels from it)."""
     n = requests or default_requests(level, mode)
     seed = base.seed + round(level * 1000)
-    common = {"name": level_name(level, mode), "requests": n, "seed": seed}
+    name = level_name(level, mode)
     if mode == "concurrency":
         return replace(base, arrival="concurrency", clients=int(level), rate=None, bursts=1,
-                       **common)  # fmt: skip
-    return replace(base, arrival="rate", clients=n, rate=float(level), bursts=1, **common)
+                       name=name, requests=n, seed=seed)  # fmt: skip
+    return replace(base, arrival="rate", clients=n, rate=float(level), bursts=1, name=name,
+                   requests=n, seed=seed)  # fmt: skip

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from harness.files import shipped_dir
 from harness.results.metrics import GATEABLE
@@ -52,7 +53,7 @@ MAX_CLIENT_PROCS = 64
 AUTO = 0  # client_procs = "auto": load/workers.py auto_procs picks from the streams and cores
 
 
-def override(suite: Suite, **given: int | float | None) -> Suite:
+def override(suite: Suite, **given: Any) -> Suite:
     """The suite with every measured phase's `clients`, `requests`, `prompt_tokens` (an exact
     length), `max_tokens` or `rate` (arrival = "rate") replaced where given: a first look
     needs no TOML. The phases change, so the fingerprint does; a value a phase cannot take is
@@ -65,7 +66,8 @@ def override(suite: Suite, **given: int | float | None) -> Suite:
         suite = replace(suite, client_procs=parse_client_procs(changes.pop("client_procs")))
     if not changes:
         return suite
-    steps = {k: {k: v} for k, v in changes.items()}  # applied in turn: an error names its own
+    # applied in turn: an error names its own
+    steps: dict[str, dict[str, Any]] = {k: {k: v} for k, v in changes.items()}
     if "prompt_tokens" in steps:
         steps["prompt_tokens"] = {
             "prompt_tokens": PromptLength(value=int(changes["prompt_tokens"]))

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.stats.compare import Comparison, compare_rounds, needs_more_rounds, next_look
+from harness.results.comparison import Comparison
+from harness.stats.compare import compare_rounds, needs_more_rounds, next_look
 from harness.stats.rounds_needed import extended
 from harness.stats.sequential import Schedule
 
@@ -80,7 +81,7 @@ def gate(
             )
         result = compare_rounds(rounds, tolerances, 16 * 2**20, schedule=schedule)
         if extend_to and needs_more_rounds(result):
-            schedule = extended(schedule, result.to_dict(), extend_to)
+            schedule = extended(schedule, result.to_json(), extend_to)
         target = next_look(result, schedule)
         if target is None:
             return result

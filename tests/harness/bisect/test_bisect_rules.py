@@ -4,6 +4,7 @@ metrics it follows, how one step's A/B marks its commit, and the search loop abo
 import json
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -19,8 +20,11 @@ from harness.bisect.bisect import (
 from harness.bisect.bisect_report import headline, summary, write_bisect_report
 from harness.bisect.bisector import Bisector, Step
 from harness.bisect.commits import Commit
+from harness.results.comparison import Comparison, MetricResult
+from harness.results.verdicts import EXIT_CODES
 from harness.runs.budget import Budget
 from harness.runs.plan import Context
+from harness.stats.compare import overall_verdict
 from harness.workload.suite import load_suite
 
 
@@ -86,19 +90,31 @@ def test_no_commits_is_an_error():
         next_step(0, {})
 
 
-def metric(name: str, verdict: str, ci=(0.9, 1.1)) -> dict:
+def metric(name: str, verdict: str, ci=(0.9, 1.1)) -> MetricResult:
+    return MetricResult.from_json(saved_metric(name, verdict, ci))
+
+
+def saved_metric(name: str, verdict: str, ci=(0.9, 1.1)) -> dict:
+    """A gated metric as the comparison stores it."""
     lower = name != "tok_s"
     return {"name": name, "verdict": verdict, "ratio": 1.0, "ci_low": ci[0], "ci_high": ci[1],
-            "lower_is_better": lower}  # fmt: skip
+            "lower_is_better": lower, "tolerance": 0.1, "mde": None, "method": "t",
+            "note": ""}  # fmt: skip
 
 
 def comparison(invalid=(), **verdicts) -> dict:
-    metrics = [metric(n, v) for n, v in verdicts.items()]
-    return {"invalid": list(invalid), "metrics": metrics, "rounds": 3}
+    metrics = [saved_metric(n, v) for n, v in verdicts.items()]
+    verdict = overall_verdict([SimpleNamespace(**m) for m in metrics], list(invalid))
+    return {"verdict": verdict, "exit_code": EXIT_CODES[verdict], "invalid": list(invalid),
+            "metrics": metrics, "rounds": 3, "warnings": []}  # fmt: skip
+
+
+def judged(invalid=(), **verdicts) -> Comparison:
+    return Comparison.from_json(comparison(invalid, **verdicts))
 
 
 def test_followed_metrics_default_to_those_that_regress():
-    c = comparison(ttft_p50_ms="PASS", ttft_p95_ms="REGRESSION", tok_s="INCONCLUSIVE")
+    c = judged(ttft_p50_ms="PASS", ttft_p95_ms="REGRESSION", tok_s="INCONCLUSIVE")
     assert followed_metrics(c) == ["ttft_p95_ms"]
     assert followed_metrics(c, ("ttft_p95_ms",)) == ["ttft_p95_ms"]
 
@@ -114,7 +130,7 @@ def test_followed_metrics_default_to_those_that_regress():
 )
 def test_nothing_to_bisect_says_why(c, asked, said):
     with pytest.raises(BisectError, match=said):
-        followed_metrics(c, asked)
+        followed_metrics(Comparison.from_json(c), asked)
 
 
 def step(verdict: str, crash_arm: str | None = None, head_valid: bool = True) -> dict:
@@ -160,12 +176,10 @@ def test_a_wide_interval_short_of_bads_regression_is_good():
 
 
 def test_the_confirmation_adds_rounds_only_while_nothing_is_settled():
-    assert confirm_needs_rounds(comparison(ttft_p95_ms="INCONCLUSIVE", tok_s="PASS"))
-    assert not confirm_needs_rounds(comparison(ttft_p95_ms="REGRESSION", tok_s="INCONCLUSIVE"))
-    assert confirm_needs_rounds(
-        comparison(ttft_p95_ms="REGRESSION", tok_s="INCONCLUSIVE"), ("tok_s",)
-    )
-    assert not confirm_needs_rounds(comparison(["crash"], ttft_p95_ms="INCONCLUSIVE"))
+    assert confirm_needs_rounds(judged(ttft_p95_ms="INCONCLUSIVE", tok_s="PASS"))
+    assert not confirm_needs_rounds(judged(ttft_p95_ms="REGRESSION", tok_s="INCONCLUSIVE"))
+    assert confirm_needs_rounds(judged(ttft_p95_ms="REGRESSION", tok_s="INCONCLUSIVE"), ("tok_s",))
+    assert not confirm_needs_rounds(judged(["crash"], ttft_p95_ms="INCONCLUSIVE"))
 
 
 def test_a_candidate_that_cannot_start_or_serve_is_skipped():

@@ -10,8 +10,10 @@ import subprocess
 from pathlib import Path
 
 from harness.arms.arms import make_arm
-from harness.report.sentences import clear_pass
+from harness.report.headline import clear_pass, headline
 from harness.report.tables import machine_and_load, verdict_line
+from harness.results.ab_result import Round
+from harness.results.comparison import Comparison, MetricResult
 from harness.runs.plan import ArmPlan, Side, label_arms
 from harness.stats.verdict import changed_within_tolerance
 
@@ -156,13 +158,13 @@ def test_arms_of_two_refs_are_labelled_by_their_flags_too_when_those_differ():
     )
 
 
-def metric(ratio: float, lo: float, hi: float, verdict: str = "PASS", ev=None) -> dict:
+def metric(ratio: float, lo: float, hi: float, verdict: str = "PASS", ev=None) -> MetricResult:
     """A compared metric as the comparison stores it: `changed` by the gate's own rule."""
     ev_lo, ev_hi = ev or (lo, hi)  # the gate's own bounds: here as wide as the 95% CI
     m = {"name": "ttft_p50_ms", "ratio": ratio, "ci_low": lo, "ci_high": hi, "tolerance": 0.1,
          "verdict": verdict, "method": "t", "base": [1.0], "head": [1.0], "note": "",
          "mde": 1.01, "evidence_low": ev_lo, "evidence_high": ev_hi}  # fmt: skip
-    return m | {"changed": changed_within_tolerance(m)}
+    return MetricResult.from_json(m | {"changed": changed_within_tolerance(m)})
 
 
 def test_a_clear_change_inside_the_tolerance_is_said_on_the_pass_line():
@@ -176,17 +178,19 @@ def test_a_clear_change_inside_the_tolerance_is_said_on_the_pass_line():
     assert clear_pass(metric(1.3, 1.2, 1.4, "REGRESSION")) is None
     # the 95% CI excludes 1 but the gate's own bounds do not: a per-metric 5% claim, not said
     assert clear_pass(metric(1.04, 1.01, 1.07, ev=(0.98, 1.10))) is None
-    comparison = {"verdict": "PASS", "exit_code": 0, "invalid": [],
-                  "metrics": [metric(1.076, 1.071, 1.080)]}  # fmt: skip
+    comparison = Comparison(verdict="PASS", exit_code=0, rounds=3, invalid=[], warnings=[],
+                            metrics=[metric(1.076, 1.071, 1.080)])  # fmt: skip
     assert "changed within tolerance: ttft_p50_ms +7.6% [7.1, 8.0], within 10%" in verdict_line(
-        comparison
+        headline(comparison)
     )
 
 
 def test_one_machine_at_two_loads_is_one_machine():
     facts = {"cpu_model": "x", "logical_cores": 2, "memory_bytes": 1, "load_average": [0.5]}
-    runs = [{"machine": facts}, {"machine": facts | {"load_average": [7.9, 4.0, 2.0]}}]
-    ab_result = {"rounds": [{"base": runs[0], "head": runs[1]}]}
-    assert machine_and_load(ab_result)[2] == []
-    other = {"rounds": [{"base": runs[0], "head": {"machine": facts | {"logical_cores": 4}}}]}
-    assert machine_and_load(other)[2] == ["runs report 2 different machines"]
+    runs = [{"machine": facts, "summary": {}},
+            {"machine": facts | {"load_average": [7.9, 4.0, 2.0]}, "summary": {}}]  # fmt: skip
+    rounds = [Round.from_json({"round": 1, "base": runs[0], "head": runs[1]})]
+    assert machine_and_load(rounds)[2] == []
+    other = {"machine": facts | {"logical_cores": 4}, "summary": {}}
+    rounds = [Round.from_json({"round": 1, "base": runs[0], "head": other})]
+    assert machine_and_load(rounds)[2] == ["runs report 2 different machines"]

@@ -81,7 +81,7 @@ def test_auto_moves_the_last_look_to_the_rounds_the_noise_needs(tmp_path):
     fixed = runner(tmp_path / "fixed", 1.0, 0.08).run()
     said = []
     r = runner(tmp_path / "auto", 1.0, 0.08, extend_to=41)
-    r.on_look = lambda comparison, upcoming, walls: said.append(comparison.schedule["looks"][-1])
+    r.on_look = lambda comparison, upcoming, walls: said.append(comparison.schedule.looks[-1])
     auto = r.run()
     assert fixed["comparison"]["verdict"] == "INCONCLUSIVE" and len(fixed["rounds"]) == 9
     last = auto["schedule"]["looks"][-1]

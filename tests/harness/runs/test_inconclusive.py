@@ -24,17 +24,15 @@ def comparison(head: list[float]):
 def test_an_undecided_gate_fails_only_when_the_team_says_so():
     undecided_one = comparison([112.0, 125.0, 126.0])  # past tolerance, not past its evidence
     assert (undecided_one.verdict, undecided_one.exit_code) == ("INCONCLUSIVE", 0)
-    undecided(undecided_one, "pass")
-    assert undecided_one.exit_code == 0
-    undecided(undecided_one, "fail")
-    assert (undecided_one.verdict, undecided_one.exit_code) == ("INCONCLUSIVE", 1)
-    assert undecided_one.warnings[0] == "INCONCLUSIVE fails this gate (--inconclusive fail)"
+    assert undecided(undecided_one, "pass") == undecided_one
+    failed = undecided(undecided_one, "fail")
+    assert (failed.verdict, failed.exit_code) == ("INCONCLUSIVE", 1)
+    assert failed.warnings[0] == "INCONCLUSIVE fails this gate (--inconclusive fail)"
     assert exit_meaning(1, verdict="INCONCLUSIVE") == UNDECIDED_FAILS
     assert "regress" not in UNDECIDED_FAILS.replace("nothing regressed", "")
     for head, verdict, code in (([100.0, 101.0, 99.0], "PASS", 0),
                                 ([160.0, 161.0, 159.0], "REGRESSION", 1)):  # fmt: skip
-        decided = comparison(head)
-        undecided(decided, "fail")
+        decided = undecided(comparison(head), "fail")
         assert (decided.verdict, decided.exit_code) == (verdict, code)
 
 
@@ -50,11 +48,11 @@ def test_the_choice_in_the_project_file_is_checked(tmp_path):
 def test_the_report_row_shows_the_bound_that_decided_beside_the_95_percent_ci():
     from harness.report.tables import metric_rows
 
-    one = comparison([112.0, 125.0, 126.0]).to_dict()
-    (m,) = one["metrics"]
-    assert m["ci_low"] > 1 > m["evidence_low"]  # the 95% CI alone would read as a regression
+    one = comparison([112.0, 125.0, 126.0])
+    (m,) = one.metrics
+    assert m.ci_low > 1 > m.evidence_low  # the 95% CI alone would read as a regression
     (row,) = metric_rows(one)
     assert row["verdict"].startswith("INCONCLUSIVE; look bound [")
-    assert f"[{m['evidence_low']:.3f}, {m['evidence_high']:.3f}]" in row["verdict"]
-    (passed,) = metric_rows(comparison([100.0, 101.0, 99.0]).to_dict())
+    assert f"[{m.evidence_low:.3f}, {m.evidence_high:.3f}]" in row["verdict"]
+    (passed,) = metric_rows(comparison([100.0, 101.0, 99.0]))
     assert "look bound" not in passed["verdict"]  # a PASS is explained by its CI

@@ -3,12 +3,11 @@
 
 import json
 import math
-from dataclasses import asdict
 
 import numpy as np
 import pytest
 
-from harness.report.sentences import clear_change, gate_warnings
+from harness.report.headline import clear_change, gate_warnings
 from harness.results.errors import ComparisonError
 from harness.results.verdicts import Verdict
 from harness.stats.compare import (
@@ -235,7 +234,7 @@ def test_exit_codes():
     assert (gate(1.3).verdict, gate(1.3).exit_code) == ("REGRESSION", 1)
     noisy = gate(1.1, cv=0.3)
     assert (noisy.verdict, noisy.exit_code) == ("INCONCLUSIVE", 0)
-    assert needs_more_rounds(noisy) and gate_warnings(noisy.to_dict())
+    assert needs_more_rounds(noisy) and gate_warnings(noisy)
     assert not needs_more_rounds(gate(1.3))  # a REGRESSION stops the rounds at once
     crashed = gate(1.3, crash={"arm": "head", "log_tail": "Killed"})
     assert (crashed.verdict, crashed.exit_code) == ("INVALID", 2)
@@ -248,7 +247,7 @@ def test_one_round_has_no_interval_and_is_inconclusive():
     m = c.metrics[0]
     assert (m.verdict, m.ci_low, m.ci_high) == (Verdict.INCONCLUSIVE, None, None)
     assert m.ratio == pytest.approx(1.5) and needs_more_rounds(c)
-    assert "95% CI [n/a, n/a]" in gate_warnings(c.to_dict())[0]
+    assert "95% CI [n/a, n/a]" in gate_warnings(c)[0]
 
 
 def test_an_invalid_run_overrides_a_regression():
@@ -269,12 +268,12 @@ def test_null_arm_is_the_noise_floor_beside_the_verdict():
     assert c.noise[0].verdict == Verdict.PASS and c.noise[0].head == list(arms["null"])
     arms["null"] *= 1.3  # a null arm this far off means the machine drifts
     drifting = compare_rounds(make_rounds(arms, "ttft_p50_ms"), TOL)
-    assert any("null arm" in w for w in gate_warnings(drifting.to_dict()))
+    assert any("null arm" in w for w in gate_warnings(drifting))
 
 
 def test_comparison_round_trips_through_json():
     c = gate(1.3, crash=None)
-    back = Comparison.from_dict(json.loads(json.dumps(c.to_dict())))
+    back = Comparison.from_json(json.loads(json.dumps(c.to_json())))
     assert back == c
 
 
@@ -306,7 +305,7 @@ def test_changed_within_tolerance_is_rare_on_an_a_a():
             for arm, metric in [(a, k) for a in ("base", "head") for k in ("ttft_p95_ms", "tok_s")]:
                 rnd[arm]["summary"][metric] = float(lognormal(rng, 100, 0.08, 1)[0])
         metrics = compare_rounds(rounds, tol).metrics
-        said += any(clear_change(asdict(m)) for m in metrics)
+        said += any(clear_change(m) for m in metrics)
         ci_only += any(m.ci_low > 1 or m.ci_high < 1 for m in metrics)
     print(f"changed said on {said}/{gates} A/As; a 95% CI excluded 1 on {ci_only}")
     assert said / gates <= 0.03 and ci_only / gates > 0.08

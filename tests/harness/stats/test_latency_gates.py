@@ -67,8 +67,7 @@ def test_a_latency_that_moved_without_a_gate_is_shown_not_judged():
         for arm, scale in (("base", 1.0), ("head", 1.3)):
             rnd[arm]["summary"] |= {"itl_p50_ms": 20.0 * scale * (1 + rnd["round"] / 1e3),
                                     "e2e_p50_ms": 500.0 + rnd["round"]}  # fmt: skip
-    ab = {"rounds": rounds, "comparison": compare_rounds(rounds, {"ttft_p50_ms": 0.1}).to_dict()}
-    rows = moved_rows(ab)
+    rows = moved_rows(compare_rounds(rounds, {"ttft_p50_ms": 0.1}))
     assert [r["name"] for r in rows] == ["itl_p50_ms"]  # e2e did not move; ttft is gated
     assert rows[0]["change"] == "+30.0%"
 
@@ -77,7 +76,7 @@ def test_the_prefill_storm_seed_is_a_trade_off_under_its_suites_gate():
     """The committed seed A/B of 2026-12-02 (TTFT p50 0.521x, headed IMPROVEMENT when its suite
     did not gate decode latency), judged again from its stored rounds under today's gate: TPOT
     3.85x is a REGRESSION that paid for the TTFT, exit 1."""
-    from harness.report.sentences import trade_off
+    from harness.report.headline import trade_off
     from harness.results.store import read_json
     from harness.stats.compare import compare_rounds
     from harness.stats.sequential import Schedule
@@ -88,8 +87,8 @@ def test_the_prefill_storm_seed_is_a_trade_off_under_its_suites_gate():
     saved = read_json(seed)
     assert saved["comparison"]["verdict"] == "IMPROVEMENT"  # as it was headed then
     gate, slack = load_suite("prefill-storm").gate, saved["memory_slack_bytes"]
-    comp = compare_rounds(saved["rounds"], gate, slack, schedule=Schedule.plan(3, 9)).to_dict()
-    verdicts = {m["name"]: m["verdict"] for m in comp["metrics"]}
-    assert (comp["verdict"], comp["exit_code"]) == ("REGRESSION", 1)
+    comp = compare_rounds(saved["rounds"], gate, slack, schedule=Schedule.plan(3, 9))
+    verdicts = {m.name: m.verdict for m in comp.metrics}
+    assert (comp.verdict, comp.exit_code) == ("REGRESSION", 1)
     assert verdicts["tpot_ms"] == "REGRESSION" and verdicts["ttft_p50_ms"] == "IMPROVEMENT"
     assert trade_off(comp) == "tpot_ms +285% paid for ttft_p50_ms 0.52x"

@@ -4,13 +4,13 @@ at half as many clearly less often (fixed seeds: the counts are certain)."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
 import pytest
 
-from harness.report.sentences import gate_warnings, look_line
+from harness.report.headline import gate_warnings, look_line
+from harness.results.comparison import Comparison, Looks
 from harness.stats.compare import compare_metric
 from harness.stats.interval import rounds_to_pass
 
@@ -45,7 +45,8 @@ def test_the_plan_grows_with_the_noise_and_shrinks_with_the_tolerance():
 def test_an_inconclusive_metric_says_the_rounds_it_needs():
     m = compare_metric("ttft_p50_ms", [1.0] * 3, [1.0, 1.09, 0.98], 0.05)
     assert m.verdict == "INCONCLUSIVE"
-    comparison = {"rounds": 3, "metrics": [dataclasses.asdict(m)], "warnings": []}
+    comparison = Comparison(verdict="INCONCLUSIVE", exit_code=0, rounds=3, metrics=[m],
+                            invalid=[], warnings=[])  # fmt: skip
     (line,) = gate_warnings(comparison)
     needed = rounds_to_pass(m.spread, math.log1p(0.05))
     assert line.endswith(
@@ -61,11 +62,9 @@ def test_a_look_that_leaves_the_gate_undecided_says_the_rounds_and_minutes_ahead
     m = compare_metric("ttft_p50_ms", [1.0] * 3, [1.0, 1.09, 0.98], 0.05)
     done = compare_metric("tok_s", [1.0] * 3, [1.0, 1.0, 1.0], 0.05)
     needed = rounds_to_pass(m.spread, math.log1p(0.05))
-    comparison = {
-        "rounds": 3,
-        "metrics": [dataclasses.asdict(m), dataclasses.asdict(done)],
-        "schedule": {"looks": [3, 5, 7, 9]},
-    }
+    looks = Looks(looks=[3, 5, 7, 9], alpha=0.01)
+    comparison = Comparison(verdict="INCONCLUSIVE", exit_code=0, rounds=3, metrics=[m, done],
+                            invalid=[], warnings=[], schedule=looks)  # fmt: skip
     line = look_line(comparison, 5, [30.0, 40.0, 50.0])  # 40 s a round, the median
     minutes = (needed - 3) * 40 / 60
     assert line.startswith("look at 3 rounds: undecided, ttft_p50_ms about ")
