@@ -1,6 +1,7 @@
-"""What a test gets back from a run of the harness: the saved result (read through
-harness.results.store) as small frozen records, so `assert result.verdict != "REGRESSION"` is
-a test and a failed assertion prints one line about the gate, not the whole document."""
+"""What a test gets back from a run of the harness: views of the saved result's records
+(harness/results/: read through harness.results.store), small and frozen, so
+`assert result.verdict != "REGRESSION"` is a test and a failed assertion prints one line about
+the gate, not the whole document."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
+from harness.results.ab_result import ABResult, Arm
+from harness.results.comparison import MetricResult
 from harness.results.metrics import METRICS
+from harness.results.run import Run
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,55 +117,53 @@ class RunResult:
 
 
 def gate_result(doc: Mapping, json_path: Path, report: Path) -> GateResult:
-    """The record of a saved A/B result (store.load's document)."""
-    c = doc["comparison"]
-    entries = [(e, True) for e in c["metrics"]] + [(e, False) for e in c.get("ungated", [])]
-    metrics = {e["name"]: _change(e, gated) for e, gated in entries}
+    """The view of a saved A/B result (store.load's document, read into its record)."""
+    result = ABResult.from_json(doc)
+    c = result.comparison
+    entries = [(m, True) for m in c.metrics] + [(m, False) for m in c.ungated]
     return GateResult(
-        verdict=c["verdict"],
-        exit_code=c["exit_code"],
-        rounds=c.get("rounds", len(doc.get("rounds", []))),
-        metrics=MappingProxyType(metrics),
-        gated=tuple(e["name"] for e in c["metrics"]),
-        invalid=tuple(c.get("invalid", [])),
-        warnings=tuple(c.get("warnings", [])),
-        base_label=doc["base"]["label"],
-        head_label=doc["head"]["label"],
+        verdict=c.verdict,
+        exit_code=c.exit_code,
+        rounds=c.rounds,
+        metrics=MappingProxyType({m.name: _change(m, gated) for m, gated in entries}),
+        gated=tuple(m.name for m in c.metrics),
+        invalid=tuple(c.invalid),
+        warnings=tuple(c.warnings),
+        base_label=result.base.label,
+        head_label=result.head.label,
         report=report,
         json=json_path,
     )
 
 
-def _change(e: Mapping, gated: bool) -> MetricChange:
-    ci = (e["ci_low"], e["ci_high"]) if e.get("ci_low") is not None else None
+def _change(m: MetricResult, gated: bool) -> MetricChange:
+    ci = (m.ci_low, m.ci_high) if m.ci_low is not None and m.ci_high is not None else None
     return MetricChange(
-        name=e["name"],
-        verdict=e["verdict"],
+        name=m.name,
+        verdict=str(m.verdict),
         gated=gated,
-        base=tuple(e["base"]),
-        head=tuple(e["head"]),
-        base_value=e.get("base_value"),
-        head_value=e.get("head_value"),
-        ratio=e.get("ratio"),
+        base=tuple(m.base),
+        head=tuple(m.head),
+        base_value=m.base_value,
+        head_value=m.head_value,
+        ratio=m.ratio,
         ci=ci,
-        tolerance=e.get("tolerance") if gated else None,
+        tolerance=m.tolerance if gated else None,
     )
 
 
 def run_result(doc: Mapping, json_path: Path, exit_code: int) -> RunResult:
-    """The record of a saved run JSON (`{"arm": ..., "runs": [...]}`)."""
-    runs = doc["runs"]
-    invalid = tuple(
-        f"run {i}: {why}" for i, r in enumerate(runs, 1) for why in r["invalid_reasons"]
-    )
-    valid = exit_code == 0 and all(r["valid"] for r in runs)
+    """The view of a saved run JSON (`{"arm": ..., "runs": [...]}`), each run its record."""
+    runs = [Run.from_json(r, f"runs[{i}]") for i, r in enumerate(doc["runs"])]
+    invalid = tuple(f"run {i}: {why}" for i, r in enumerate(runs, 1) for why in r.invalid_reasons)
+    valid = exit_code == 0 and all(r.valid for r in runs)
     return RunResult(
         verdict="VALID" if valid else "INVALID",
         exit_code=exit_code,
         metrics=MappingProxyType(
-            {name: tuple(r["summary"].get(name) for r in runs) for name in METRICS}
+            {name: tuple(r.summary.get(name) for r in runs) for name in METRICS}
         ),
         invalid=invalid,
-        label=doc["arm"]["label"],
+        label=Arm.from_json(doc["arm"]).label,
         json=json_path,
     )

@@ -70,7 +70,7 @@ class Servegate:
         nodeid: str,
         cwd: Path,
         storage: Path | None,
-        defaults: list[str] = (),
+        defaults: tuple[str, ...] = (),
     ):
         self.tmp_path = Path(tmp_path)
         self.test = test

@@ -9,6 +9,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
@@ -17,6 +18,7 @@ from harness.files import shipped_dir, strict_json, write_atomic
 from harness.names import claim_file, release
 from harness.report import tables
 from harness.report.engagement import engagement
+from harness.report.headline import headline
 from harness.report.plots import (
     arms_present,
     plot_capacity,
@@ -24,9 +26,10 @@ from harness.report.plots import (
     plot_ttft,
     plot_windows,
 )
-from harness.report.sentences import gate_warnings
 from harness.report.summary import arm_shas, reproduce
 from harness.results import store
+from harness.results.ab_result import ABResult
+from harness.results.comparison import Comparison
 from harness.results.errors import ComparisonError
 from harness.results.saved import is_run, load_result
 
@@ -57,8 +60,8 @@ def report_stem(ab: dict) -> str:
 
 
 def _plain(obj: object) -> object:
-    if hasattr(obj, "to_dict"):
-        return obj.to_dict()
+    if hasattr(obj, "to_json"):
+        return obj.to_json()
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return dataclasses.asdict(obj)
     if hasattr(obj, "item"):  # numpy scalars
@@ -105,26 +108,28 @@ def template_env() -> Environment:
 def render_markdown(ab: dict, plots: dict[str, str], no_plots: str = "") -> str:
     """Markdown for a plain A/B result; `plots` maps 'rss'/'ttft' to file names beside it."""
     env = template_env()
-    comparison = ab["comparison"]
-    arms, arm_warnings = tables.arm_sections(ab)
+    result = ABResult.from_json(ab)
+    comparison, rounds = result.comparison, result.rounds
+    said = headline(comparison)
+    arms, arm_warnings = tables.arm_sections(result)
     counter_arms, counter_rows, counter_folded = engagement(ab["rounds"])
-    machine, load, machine_warnings = tables.machine_and_load(ab)
-    load |= tables.sampler_and_prompts(ab)
+    machine, load, machine_warnings = tables.machine_and_load(rounds)
+    load |= tables.sampler_and_prompts(rounds)
     return env.get_template("report.md.j2").render(
-        ab=ab,
+        ab=result,
         comparison=comparison,
-        verdict_line=tables.verdict_line(comparison),
+        verdict_line=tables.verdict_line(said),
         metric_rows=tables.metric_rows(comparison),
-        moved_rows=tables.moved_rows(ab),
-        startup_rows=tables.startup_rows(ab),
+        moved_rows=tables.moved_rows(comparison),
+        startup_rows=tables.startup_rows(result),
         power_rows=tables.power_rows(comparison),
-        walls=tables.round_walls(ab["rounds"]),
+        walls=tables.round_walls(rounds),
         looks=_looks(comparison),
-        has_null=bool(comparison.get("noise")),
+        has_null=bool(comparison.noise),
         key_metrics=tables.KEY_METRICS,
-        round_rows=tables.round_rows(ab["rounds"]),
-        memory_sources=tables.memory_sources(ab["rounds"]),
-        reproduce_line=reproduce(ab.get("command", ""), arm_shas(ab)),
+        round_rows=tables.round_rows(rounds),
+        memory_sources=tables.memory_sources(rounds),
+        reproduce_line=reproduce(result.command or "", arm_shas(result)),
         plots=plots,
         no_plots=no_plots or "Not drawn: no run completed.",
         arms=arms,
@@ -133,24 +138,24 @@ def render_markdown(ab: dict, plots: dict[str, str], no_plots: str = "") -> str:
         counter_folded=counter_folded,
         machine=machine,
         load=load,
-        warnings=gate_warnings(comparison)
-        + [f"invalid: {line}" for line in comparison["invalid"]]
+        warnings=said.warnings
+        + [f"invalid: {line}" for line in said.invalid]
         + arm_warnings
         + machine_warnings,
     )
 
 
-def _looks(comparison: dict) -> str:
-    schedule = comparison.get("schedule") or {}
-    looks = ", ".join(str(r) for r in schedule.get("looks", [])) or "one, at the end"
-    return f"{looks} rounds (stopped after {comparison['rounds']})"
+def _looks(comparison: Comparison) -> str:
+    planned = comparison.schedule.looks if comparison.schedule else []
+    looks = ", ".join(str(r) for r in planned) or "one, at the end"
+    return f"{looks} rounds (stopped after {comparison.rounds})"
 
 
 RAW_KEYS = ("timeline", "requests", "warmup_requests")  # the bulk of a run: raw file only
 # (and server.health, whose fields the run already lifts into server)
 
 
-def slim(doc: object) -> object:
+def slim(doc: Any) -> Any:
     """`doc` without per-request records and RSS timelines: every run in it (a dict with a
     summary and a fingerprint, however deep) keeps the rest and a request_count."""
     if isinstance(doc, list):

@@ -11,8 +11,13 @@ import platform
 import statistics
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping
+from dataclasses import dataclass
 
+from harness.results.ab_result import ABResult
+from harness.results.checked import is_ab
+from harness.results.comparison import MetricResult
 from harness.results.metrics import CATALOGUE
+from harness.results.run import Machine, Run, RunFile
 
 SECONDS = {"ms": 1e-3, "s": 1.0}  # a time metric's stored unit -> seconds
 TIME_METRICS = tuple(m.name for m in CATALOGUE if m.unit in SECONDS)
@@ -80,18 +85,37 @@ def _quartiles(xs: list[float]) -> tuple[float, float]:
     return 0.75 * xs[k] + 0.25 * xs[k + 1], 0.25 * xs[3 * k + 1] + 0.75 * xs[3 * k + 2]
 
 
-def arm_series(doc: Mapping) -> dict[str, dict[str, list[float]]]:
+@dataclass(frozen=True)
+class Source:
+    """What the export reads of a saved result: an A/B result's record, or a run JSON's runs
+    and its arm's label."""
+
+    ab: ABResult | None
+    runs: list[Run]
+    label: str | None = None
+
+    @classmethod
+    def of(cls, doc: Mapping) -> Source:
+        if is_ab(doc):
+            ab = ABResult.from_json(doc)
+            return cls(ab, [run for r in ab.rounds for run in (r.base, r.head) if run])
+        file = RunFile.from_json(doc)
+        runs = [Run.from_json(r, f"runs[{i}]") for i, r in enumerate(file.runs)]
+        return cls(None, runs, file.arm.label if file.arm else None)
+
+
+def arm_series(src: Source) -> dict[str, dict[str, list[float]]]:
     """arm -> time metric -> its values in seconds, one per round (an A/B result: the values the
     gate judged; a run JSON: one per valid run, as arm `run`). Unmeasured values are left out."""
-    if isinstance(doc.get("comparison"), Mapping):
-        c = doc["comparison"]
-        entries = [*c.get("metrics", []), *c.get("ungated", [])]
+    if src.ab is not None:
+        c = src.ab.comparison
+        entries = [*c.metrics, *c.ungated]
         return {
-            arm: {e["name"]: _seconds(e["name"], e[arm]) for e in entries if e["name"] in UNIT}
-            for arm in ("base", "head")
+            "base": {m.name: _seconds(m.name, m.base) for m in entries if m.name in UNIT},
+            "head": {m.name: _seconds(m.name, m.head) for m in entries if m.name in UNIT},
         }
-    runs = [r for r in doc.get("runs", []) if r.get("valid")]
-    return {"run": {m: _seconds(m, [r["summary"].get(m) for r in runs]) for m in TIME_METRICS}}
+    valid = [r for r in src.runs if r.valid]
+    return {"run": {m: _seconds(m, [r.summary.get(m) for r in valid]) for m in TIME_METRICS}}
 
 
 def _seconds(metric: str, values: list) -> list[float]:
@@ -102,36 +126,37 @@ def _seconds(metric: str, values: list) -> list[float]:
     ]
 
 
-def _judged(doc: Mapping) -> dict[str, dict]:
+def _judged(src: Source) -> dict[str, MetricResult]:
     """metric -> what the gate said of it (empty for a run JSON)."""
-    c = doc.get("comparison") or {}
-    gated = {e["name"]: e for e in c.get("metrics", [])}
-    return {e["name"]: e for e in c.get("ungated", [])} | gated
+    if src.ab is None:
+        return {}
+    c = src.ab.comparison
+    return {m.name: m for m in c.ungated} | {m.name: m for m in c.metrics}
 
 
-def benchmarks(doc: Mapping, test: str, nodeid: str, report: str | None = None) -> list[dict]:
+def benchmarks(src: Source, test: str, nodeid: str, report: str | None = None) -> list[dict]:
     """The benchmarks of one result for the test `test` (its node id `nodeid`): one per arm and
     time metric with at least one value, grouped per metric so `compare` tables the arms."""
-    judged = _judged(doc)
-    labels = {arm: (doc.get(arm) or {}).get("label") for arm in ("base", "head")}
-    labels["run"] = (doc.get("arm") or {}).get("label")
+    judged = _judged(src)
+    ab = src.ab
+    labels = {"base": ab.base.label, "head": ab.head.label} if ab else {"run": src.label}
     out = []
-    for arm, series in arm_series(doc).items():
+    for arm, series in arm_series(src).items():
         for metric, data in series.items():
             if not data:
                 continue
             param = f"{arm}-{metric}"
-            said = judged.get(metric, {})
+            said = judged.get(metric)
             extra = {
                 "servegate_metric": metric,
                 "servegate_arm": arm,
                 "label": labels.get(arm),
-                "suite": doc.get("suite") if isinstance(doc.get("suite"), str) else None,
+                "suite": ab.suite if ab else None,
                 "unit": "s",
-                "verdict": said.get("verdict"),
-                "ratio": said.get("ratio"),
-                "ci": [said["ci_low"], said["ci_high"]] if "ci_low" in said else None,
-                "tolerance": said.get("tolerance"),
+                "verdict": str(said.verdict) if said else None,
+                "ratio": said.ratio if said else None,
+                "ci": [said.ci_low, said.ci_high] if said else None,
+                "tolerance": said.tolerance if said else None,
                 "report": report,
             }
             out.append(
@@ -167,12 +192,10 @@ def _with_param(name: str, param: str) -> str:
     return f"{name}[{param}]"
 
 
-def machine_info(doc: Mapping) -> dict:
+def machine_info(src: Source) -> dict:
     """pytest-benchmark's machine_info: this interpreter's platform facts, and the CPU the
     harness recorded for the measured runs."""
-    runs = [r for rnd in doc.get("rounds", []) for r in (rnd.get("base"), rnd.get("head")) if r]
-    runs += doc.get("runs", [])
-    machine = next((r["machine"] for r in runs if isinstance(r.get("machine"), Mapping)), {})
+    machine = next((r.machine for r in src.runs if r.machine), None) or Machine()
     return {
         "node": platform.node(),
         "processor": platform.processor(),
@@ -185,10 +208,10 @@ def machine_info(doc: Mapping) -> dict:
         "release": platform.release(),
         "system": platform.system(),
         "cpu": {
-            "brand_raw": machine.get("cpu_model"),
+            "brand_raw": machine.cpu_model,
             "arch_string_raw": platform.machine(),
-            "count": machine.get("logical_cores"),
-            "flags": machine.get("cpu_flags", []),
+            "count": machine.logical_cores,
+            "flags": machine.cpu_flags if machine.cpu_flags is not None else [],
         },
     }
 
@@ -196,13 +219,14 @@ def machine_info(doc: Mapping) -> dict:
 def saved_run(
     doc: Mapping, test: str, nodeid: str, commit_info: dict, report: str | None = None
 ) -> dict:
-    """One pytest-benchmark saved run holding the benchmarks of one result."""
-    runs = doc.get("runs") or [{}]
-    when = doc.get("created") or runs[0].get("started_at")
+    """One pytest-benchmark saved run holding the benchmarks of one result (store.load's
+    document)."""
+    src = Source.of(doc)
+    when = src.ab.created if src.ab else (src.runs[0].started_at if src.runs else None)
     return {
-        "machine_info": machine_info(doc),
+        "machine_info": machine_info(src),
         "commit_info": commit_info,
-        "benchmarks": benchmarks(doc, test, nodeid, report),
+        "benchmarks": benchmarks(src, test, nodeid, report),
         "datetime": when,
         "version": SHAPE_VERSION,
     }

@@ -72,7 +72,8 @@ def engagement(rounds: list[dict]) -> tuple[list[str], list[Row], list[Row]]:
                     sums.setdefault((phase, series), {}).setdefault(arm, []).append(value)
     counting = {a for by_arm in sums.values() for a in by_arm}
     expected = expected_series([run for a in arms for run in _runs(rounds, a)])
-    shown, folded = [], []
+    shown: list = []
+    folded: list = []
     for (phase, series), by_arm in sums.items():
         means = {a: sum(v) / len(v) for a, v in by_arm.items()}
         why = "expected" if selected(series, expected.get(phase, [])) else ""

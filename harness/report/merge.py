@@ -11,6 +11,7 @@ from harness.report.summary import MARK
 from harness.report.tables import fmt_change, fmt_interval
 from harness.results import store
 from harness.results.checked import check_shard
+from harness.results.comparison import Comparison
 from harness.results.errors import ComparisonError
 from harness.results.verdicts import EXIT_CODES, EXIT_MEANING, INCONCLUSIVE_EXIT
 
@@ -39,7 +40,7 @@ class Shard:
 
 def machine_name(doc: dict) -> str:
     """The machine a result ran on, as a reader names it: CPU model and core count."""
-    rounds, more = (doc.get(k) if isinstance(doc.get(k), list) else [] for k in ("rounds", "runs"))
+    rounds, more = (v if isinstance(v := doc.get(k), list) else [] for k in ("rounds", "runs"))
     runs = [r.get(a) for r in rounds if isinstance(r, dict) for a in ("base", "head")]
     runs += [r.get("run") for r in more if isinstance(r, dict)]  # a sweep's: rounds is a count
     for run in runs:
@@ -53,13 +54,13 @@ def _metric_rows(comp: dict, suite: str, machine: str, source: str, where: str =
         Row(
             suite,
             machine,
-            f"{where}{m['name']}",
-            fmt_change(m["ratio"]),
+            f"{where}{m.name}",
+            fmt_change(m.ratio),
             fmt_interval(m, True),
-            str(m["verdict"]),
+            str(m.verdict),
             source,
         )  # fmt: skip
-        for m in comp.get("metrics", [])
+        for m in Comparison.from_json(comp).metrics
     ]
 
 

@@ -10,9 +10,12 @@ from pathlib import Path
 
 from harness.escape import code_span, fence, markdown
 from harness.files import open_append
-from harness.report.sentences import gate_warnings, trade_off
+from harness.report.headline import headline as headline_of
 from harness.report.tables import metric_rows, moved_rows
-from harness.results.verdicts import exit_meaning, is_simulated
+from harness.results.ab_result import ABResult
+from harness.results.bisect_result import BisectResult
+from harness.results.comparison import Comparison
+from harness.results.sweep_result import SweepResult
 
 MARK = {"REGRESSION": "❌", "INVALID": "⛔", "INCONCLUSIVE": "⚠️"} | dict.fromkeys(
     ("PASS", "IMPROVEMENT", "VALID", "NAMED"), "✅"
@@ -31,21 +34,7 @@ def headline(
     return line + markdown(what) + (f": {markdown(why)}" if why else "")
 
 
-def _why(comparison: dict) -> str:
-    if trade := trade_off(comparison):
-        return trade
-    bad = [m for m in comparison["metrics"] if m["verdict"] == comparison["verdict"]]
-    if comparison["verdict"] == "INVALID":
-        return comparison["invalid"][0] if comparison["invalid"] else "a run was invalid"
-    if comparison["verdict"] == "INCONCLUSIVE":
-        names = ", ".join(m["name"] for m in bad)
-        return f"{names} undecided after {comparison['rounds']} rounds (not a pass: add rounds)"
-    if bad and comparison["verdict"] != "PASS":
-        return ", ".join(f"{m['name']} {(m['ratio'] - 1) * 100:+.1f}%" for m in bad)
-    return exit_meaning(comparison["exit_code"], is_simulated(comparison), comparison["verdict"])
-
-
-def metric_table(comparison: dict) -> str:
+def metric_table(comparison: Comparison) -> str:
     rows = [
         f"| {markdown(r['name'])} | {r['base']} | {r['head']} | {r['change']} | {r['ci_pct']} "
         f"| {r['tolerance']} | {markdown(r['verdict'])} |"
@@ -66,9 +55,9 @@ def reproduce(command: str, shas: dict[str, str | None]) -> str:
     while i < len(args):
         arg, key = args[i], args[i].lstrip("-")
         name, _, inline = key.partition("=")
-        if arg.startswith("--") and shas.get(name):
+        if arg.startswith("--") and (sha := shas.get(name)):
             out.append(f"--{name}")
-            out.append(shas[name])
+            out.append(sha)
             seen.add(name)
             i += 1 if inline else 2
             continue
@@ -80,75 +69,80 @@ def reproduce(command: str, shas: dict[str, str | None]) -> str:
     return " ".join(shlex.quote(a) for a in out)
 
 
-def arm_shas(ab: dict) -> dict[str, str | None]:
+def arm_shas(result: ABResult) -> dict[str, str | None]:
     """The commit each ref option of an A/B resolved to (None for a command or URL arm)."""
-    return {a: None if ab[a].get("dirty") else ab[a].get("commit") for a in ("base", "head")}
+    arms = {"base": result.base, "head": result.head}
+    return {name: None if arm.dirty else arm.commit for name, arm in arms.items()}
 
 
 def ab_summary(ab: dict, report: str | None) -> str:
-    comp = ab["comparison"]
-    what = f"{ab['suite']}, {ab['base']['label']} vs {ab['head']['label']}"
-    trade = "trade-off" if trade_off(comp) else ""
-    lines = [headline("ab", comp["verdict"], comp["exit_code"], what, _why(comp), trade), ""]
+    result = ABResult.from_json(ab)
+    comp = result.comparison
+    h = headline_of(comp)
+    what = f"{result.suite}, {result.base.label} vs {result.head.label}"
+    trade = "trade-off" if h.trade_off else ""
+    lines = [headline("ab", h.verdict, h.exit_code, what, h.why, trade), ""]
     lines.append(metric_table(comp))
-    lines += ["", f"{comp['rounds']} round(s); base and head: geometric means over rounds."]
-    if ab.get("rounds") and (moved := moved_rows(ab)):
+    lines += ["", f"{comp.rounds} round(s); base and head: geometric means over rounds."]
+    if result.rounds and (moved := moved_rows(comp)):
         said = ", ".join(f"{m['name']} {m['change']} {m['ci_pct']}" for m in moved)
         lines.append(f"Not gated, but moved: {markdown(said)}.")
-    lines += [f"- {markdown(line)}" for line in comp["invalid"] + gate_warnings(comp)]
-    return (
-        "\n".join([*lines, *_tail(reproduce(ab.get("command", ""), arm_shas(ab)), report)]) + "\n"
-    )
+    lines += [f"- {markdown(line)}" for line in h.invalid + h.warnings]
+    command = reproduce(result.command or "", arm_shas(result))
+    return "\n".join([*lines, *_tail(command, report)]) + "\n"
 
 
 SWEEP_REFS = {"base": "base", "head": "head", "ref": "arm"}  # option -> arm it resolves
 
 
-def sweep_shas(result: dict) -> dict[str, str | None]:
-    arms = result.get("arms", {})
+def sweep_shas(result: SweepResult) -> dict[str, str | None]:
+    arms = result.arms or {}
     return {
-        opt: None if (arms.get(arm) or {}).get("dirty") else (arms.get(arm) or {}).get("commit")
+        opt: None if (a := arms.get(arm)) is None or a.dirty else a.commit
         for opt, arm in SWEEP_REFS.items()
     }
 
 
-def bisect_shas(data: dict) -> dict[str, str]:
-    return {"good": data["good"]["sha"], "bad": data["bad"]["sha"]}
+def bisect_shas(data: BisectResult) -> dict[str, str | None]:
+    return {name: c.sha if c else None for name, c in (("good", data.good), ("bad", data.bad))}
 
 
-def sweep_summary(result: dict, report: str | None) -> str:
-    j = result["judgement"]
-    arms = [a["label"] for a in result.get("arms", {}).values()] or ["one arm"]
-    what = f"sweep {result['suite']}, {' vs '.join(arms)}"
+def sweep_summary(saved: dict, report: str | None) -> str:
+    result = SweepResult.from_json(saved)
+    j = result.judgement
+    arms = [a.label for a in (result.arms or {}).values()] or ["one arm"]
+    what = f"sweep {result.suite}, {' vs '.join(arms)}"
     why = ""
-    if j.get("first_regression"):
-        worse = ", ".join(j["first_regression_metrics"])
-        why = f"first regresses at {j['first_regression']} ({worse})"
-    elif j["invalid"]:
-        why = j["invalid"][0]
-    lines = [headline("sweep", j["verdict"], j["exit_code"], what, why), ""]
-    for level, comp in j.get("levels", {}).items():
-        lines += [f"**{markdown(level)}**: {comp['verdict']}", "", metric_table(comp), ""]
-    lines += [f"- {markdown(line)}" for line in j["invalid"]]
-    command = reproduce(result.get("command", ""), sweep_shas(result))
+    if j.first_regression:
+        worse = ", ".join(j.first_regression_metrics or [])
+        why = f"first regresses at {j.first_regression} ({worse})"
+    elif j.invalid:
+        why = j.invalid[0]
+    lines = [headline("sweep", j.verdict, j.exit_code, what, why), ""]
+    for level, comp in (j.levels or {}).items():
+        lines += [f"**{markdown(level)}**: {comp.verdict}", "", metric_table(comp), ""]
+    lines += [f"- {markdown(line)}" for line in j.invalid]
+    command = reproduce(result.command or "", sweep_shas(result))
     return "\n".join([*lines, *_tail(command, report)]) + "\n"
 
 
-def bisect_summary(data: dict, report: str | None) -> str:
-    culprit = data.get("culprit")
+def bisect_summary(saved: dict, report: str | None) -> str:
+    data = BisectResult.from_json(saved)
+    culprit = data.culprit
     verdict, code = ("NAMED", 0) if culprit else ("INVALID", 2)
-    what = f"bisect {data['suite']}, {data['good']['short']}..{data['bad']['short']}"
-    why = f"first bad commit {culprit['short']} {culprit['subject']}" if culprit else ""
+    ends = [c.short if c else "?" for c in (data.good, data.bad)]
+    what = f"bisect {data.suite}, {ends[0]}..{ends[1]}"
+    why = f"first bad commit {culprit.short} {culprit.subject}" if culprit else ""
     if not culprit:
-        why = "interrupted" if data.get("interrupted") else "no single first bad commit"
+        why = "interrupted" if data.interrupted else "no single first bad commit"
     lines = [headline("bisect", verdict, code, what, why), ""]
     lines += ["| Commit | Role | Ratio | 95% CI | Verdict | Mark |", "|---|---|---|---|---|---|"]
     lines += [
-        f"| {code_span(r['head']['short'], table=True)} | {r['role']} | {r['ratio']} | {r['ci']} "
-        f"| {r['verdict']} | {r['mark']} |"
-        for r in data["path"]
+        f"| {code_span(s.head.short if s.head else '', table=True)} | {s.role} | {s.ratio} "
+        f"| {s.ci} | {s.verdict} | {s.mark} |"
+        for s in data.path
     ]
-    command = reproduce(data.get("command", ""), bisect_shas(data))
+    command = reproduce(data.command or "", bisect_shas(data))
     return "\n".join([*lines, *_tail(command, report)]) + "\n"
 
 

@@ -1,5 +1,5 @@
-"""Report tables: pure functions from an A/B result (plain JSON data) to the rows and lines
-that templates/report.md.j2 lays out."""
+"""Report tables: pure functions from an A/B result's records to the rows and lines that
+templates/report.md.j2 lays out."""
 
 from __future__ import annotations
 
@@ -7,20 +7,18 @@ import json
 from statistics import median
 
 from harness.escape import markdown
-from harness.report.sentences import clear_change, trade_off, verdict_words
+from harness.report.headline import MOVED, Headline, clear_change
+from harness.results.ab_result import ABResult, Round
+from harness.results.comparison import Comparison, MetricResult
 from harness.results.machines import machine_identity
 from harness.results.metrics import METRICS, Method
-from harness.results.verdicts import exit_meaning, is_simulated
+from harness.results.record import to_json
+from harness.results.run import Machine, Run, Sampler, Server
 
 KEY_METRICS = ("ttft_p50_ms", "ttft_p95_ms", "e2e_p50_ms", "tok_s", "peak_rss_bytes", "errors",
                "startup_s", "startup_peak_rss_bytes")  # fmt: skip
 STARTUP = ("startup_s", "startup_peak_rss_bytes")  # the start of every run: time and peak RSS
 ARM_ORDER = ("base", "head", "null")
-VERDICT_WORDS = {
-    "REGRESSION": "regressed",
-    "INCONCLUSIVE": "inconclusive (see warnings)",
-    "IMPROVEMENT": "improved",
-}
 
 
 def fmt_value(name: str, v: float | None) -> str:
@@ -38,38 +36,29 @@ def fmt_ci(lo: float | None, hi: float | None) -> str:
     return "n/a" if lo is None or hi is None else f"[{lo:.3f}, {hi:.3f}]"
 
 
-def fmt_mde(m: dict) -> str:
-    if m["mde"] is None:
+def fmt_mde(m: MetricResult) -> str:
+    if m.mde is None:
         return "n/a"
-    if m["method"] == Method.MINMAX:
-        return f"flags head above {m['mde']:.3f}x base (min/max rule)"
-    return f"±{(m['mde'] - 1) * 100:.1f}%"
+    if m.method == Method.MINMAX:
+        return f"flags head above {m.mde:.3f}x base (min/max rule)"
+    return f"±{(m.mde - 1) * 100:.1f}%"
 
 
-def verdict_line(comparison: dict) -> str:
+def verdict_line(h: Headline) -> str:
     """The report's first line: overall verdict, exit code and what it means, and which metrics;
     a trade-off says first what paid for what (then the regressed and improved lists would only
-    repeat it)."""
-    code = comparison["exit_code"]
-    meaning = exit_meaning(code, is_simulated(comparison), comparison["verdict"])
-    line = f"# {markdown(verdict_words(comparison))}: "
-    if trade := trade_off(comparison):  # a saved result's names are read back from a file
-        line += f"{markdown(trade)}; "
-    line += f"exit {code} ({meaning})"
-    by_verdict: dict[str, list[str]] = {}
-    for m in comparison["metrics"]:
-        name = markdown(m["name"])
-        by_verdict.setdefault(m["verdict"], []).append(f"{name} {fmt_ratio(m['ratio'])}x")
-    for verdict, said in VERDICT_WORDS.items():
-        if verdict in by_verdict and not (trade and verdict != "INCONCLUSIVE"):
-            line += f"; {said}: {', '.join(by_verdict[verdict])}"
-    changed = [
-        f"{markdown(m['name'])} {c}" for m in comparison["metrics"] if (c := clear_change(m))
-    ]
-    if changed:
-        line += f"; changed within tolerance: {', '.join(changed)}"
-    if comparison["invalid"]:
-        line += f"; {len(comparison['invalid'])} invalid run(s) or crash"
+    repeat it). A saved result's names are read back from a file: shown as literal Markdown."""
+    line = f"# {markdown(h.words)}: "
+    if h.trade_off:
+        line += f"{markdown(h.trade_off)}; "
+    line += f"exit {h.exit_code} ({h.meaning})"
+    for said, metrics in h.moved.items():
+        line += f"; {said}: {', '.join(f'{markdown(n)} {fmt_ratio(r)}x' for n, r in metrics)}"
+    if h.changed:
+        line += "; changed within tolerance: "
+        line += ", ".join(f"{markdown(name)} {said}" for name, said in h.changed)
+    if h.invalid:
+        line += f"; {len(h.invalid)} invalid run(s) or crash"
     return line
 
 
@@ -77,88 +66,89 @@ def fmt_change(x: float | None) -> str:
     return "n/a" if x is None else f"{(x - 1) * 100:+.1f}%"
 
 
-def fmt_interval(m: dict, pct: bool = False) -> str:
+def fmt_interval(m: MetricResult, pct: bool = False) -> str:
     """The 95% CI of the ratio, or for a memory peak the range of head/base over every pair of
     runs (min/max rule): labelled, so it is never read as a confidence interval."""
-    lo, hi = m["ci_low"], m["ci_high"]
-    if m["method"] == Method.SIMULATED:
+    lo, hi = m.ci_low, m.ci_high
+    if m.method == Method.SIMULATED:
         return "exact (simulated)"
     if lo is None or hi is None:
         return "n/a"
     cell = f"[{fmt_change(lo)}, {fmt_change(hi)}]" if pct else fmt_ci(lo, hi)
-    return f"range {cell}" if m["method"] == Method.MINMAX else cell
+    return f"range {cell}" if m.method == Method.MINMAX else cell
 
 
-def look_bound(m: dict) -> str:
+def look_bound(m: MetricResult) -> str:
     """The one-sided bounds the gate's look judged a change by, where they decided a verdict
     the 95% CI alone would not explain: "look bound [0.842, 1.011] (each side 99.96%)"."""
-    lo, hi, alpha = m.get("evidence_low"), m.get("evidence_high"), m.get("alpha")
-    if None in (lo, hi, alpha) or m["verdict"] not in ("INCONCLUSIVE", "REGRESSION", "IMPROVEMENT"):
+    lo, hi, alpha = m.evidence_low, m.evidence_high, m.alpha
+    if lo is None or hi is None or alpha is None or m.verdict not in MOVED:
         return ""
     return f"look bound [{lo:.3f}, {hi:.3f}] (each side {(1 - alpha) * 100:.2f}%)"
 
 
-def metric_rows(comparison: dict) -> list[dict]:
-    noise = {n["name"]: n for n in comparison.get("noise", [])}
+def metric_rows(comparison: Comparison) -> list[dict]:
+    """Each gated metric's row: every field of its record (a template may show any), the ones
+    a reader reads formatted."""
+    noise = {n.name: n for n in comparison.noise}
     rows = []
-    for m in comparison["metrics"]:
-        n = noise.get(m["name"])
+    for m in comparison.metrics:
         rows.append(
-            {
-                "name": m["name"],
-                "base": fmt_value(m["name"], m["base_value"]),
-                "head": fmt_value(m["name"], m["head_value"]),
-                "ratio": fmt_ratio(m["ratio"]),
-                "change": fmt_change(m["ratio"]),
+            m.to_json()
+            | {
+                "name": m.name,
+                "base": fmt_value(m.name, m.base_value),
+                "head": fmt_value(m.name, m.head_value),
+                "ratio": fmt_ratio(m.ratio),
+                "change": fmt_change(m.ratio),
                 "ci": fmt_interval(m),
                 "ci_pct": fmt_interval(m, pct=True),
-                "tolerance": f"{m['tolerance'] * 100:g}%",
-                "verdict": (f"PASS: {c}" if (c := clear_change(m)) else m["verdict"])
-                + (f" ({m['note']})" if m["note"] else "")
+                "tolerance": f"{m.tolerance * 100:g}%",
+                "verdict": (f"PASS: {c}" if (c := clear_change(m)) else str(m.verdict))
+                + (f" ({m.note})" if m.note else "")
                 + (f"; {b}" if (b := look_bound(m)) else ""),
-                "noise": _fmt_noise(n),
-                "method": m["method"],
+                "noise": _fmt_noise(noise.get(m.name)),
+                "method": m.method,
                 "mde": fmt_mde(m),
             }
         )
     return rows
 
 
-def moved_rows(ab: dict) -> list[dict]:
+def moved_rows(comparison: Comparison) -> list[dict]:
     """The metrics the suite does not gate that moved in this A/B (their 95% CI excludes 1), as
     the gate compared them: shown, never judged, so a change the gate cannot see is still in
     front of the reader."""
-    rows = []
-    for m in ab["comparison"].get("ungated", []):
-        if m["ci_low"] is not None and (m["ci_low"] > 1 or m["ci_high"] < 1):
-            rows.append(
-                {
-                    "name": m["name"],
-                    "base": fmt_value(m["name"], m["base_value"]),
-                    "head": fmt_value(m["name"], m["head_value"]),
-                    "change": fmt_change(m["ratio"]),
-                    "ci_pct": fmt_interval(m, pct=True),
-                }
-            )
-    return rows
+    return [
+        {
+            "name": m.name,
+            "base": fmt_value(m.name, m.base_value),
+            "head": fmt_value(m.name, m.head_value),
+            "change": fmt_change(m.ratio),
+            "ci_pct": fmt_interval(m, pct=True),
+        }
+        for m in comparison.ungated
+        if m.ci_low is not None and m.ci_high is not None and (m.ci_low > 1 or m.ci_high < 1)
+    ]
 
 
-def _ungated(ab: dict, names: tuple[str, ...]):
+def _ungated(result: ABResult, names: tuple[str, ...]):
     """(name, base values, head values) over the paired rounds, for each of `names` the
     suite does not gate."""
-    gated = {m["name"] for m in ab["comparison"]["metrics"]}
-    paired = [r for r in ab["rounds"] if r.get("base") and r.get("head")]
+    gated = {m.name for m in result.comparison.metrics}
+    paired = [(r.base, r.head) for r in result.rounds if r.base and r.head]
     for name in names:
         if name not in gated:
-            yield name, *([r[a]["summary"].get(name) for r in paired] for a in ("base", "head"))
+            yield (name, [b.summary.get(name) for b, _ in paired],
+                   [h.summary.get(name) for _, h in paired])  # fmt: skip
 
 
-def startup_rows(ab: dict) -> list[dict]:
+def startup_rows(result: ABResult) -> list[dict]:
     """Launch to ready and the server's peak RSS while getting there, base and head, for every
     A/B whether or not the suite gates them: a server that doubles its memory while loading, or
     takes twice as long to start, is in front of the reader."""
     rows = []
-    for name, base_values, head_values in _ungated(ab, STARTUP):
+    for name, base_values, head_values in _ungated(result, STARTUP):
         base, head = METRICS[name].centre(base_values), METRICS[name].centre(head_values)
         if base is None or head is None:
             continue
@@ -168,34 +158,38 @@ def startup_rows(ab: dict) -> list[dict]:
     return rows
 
 
-def _fmt_noise(n: dict | None) -> str:
-    if n is None or n["ratio"] is None:
+def _fmt_noise(n: MetricResult | None) -> str:
+    if n is None or n.ratio is None:
         return "n/a"
-    return f"{fmt_ratio(n['ratio'])} {fmt_ci(n['ci_low'], n['ci_high'])} {n['verdict']}"
+    return f"{fmt_ratio(n.ratio)} {fmt_ci(n.ci_low, n.ci_high)} {n.verdict}"
 
 
-def round_rows(rounds: list[dict]) -> list[dict]:
+def round_rows(rounds: list[Round]) -> list[dict]:
     rows = []
     for rnd in rounds:
-        order = list(rnd.get("order") or ARM_ORDER[:2])
-        order += [a for a in ARM_ORDER if rnd.get(a) is not None and a not in order]
+        order = list(rnd.order or ARM_ORDER[:2])
+        order += [a for a in ARM_ORDER if _run(rnd, a) is not None and a not in order]
         for pos, arm in enumerate(order, start=1):
-            run = rnd.get(arm)
-            summary = (run or {}).get("summary", {})
+            run = _run(rnd, arm)
+            summary = run.summary if run else {}
             rows.append(
                 {
-                    "round": rnd["round"],
+                    "round": rnd.round,
                     "position": pos,
-                    "arm": arm + placed_on((rnd.get("devices") or {}).get(arm)),
+                    "arm": arm + placed_on((rnd.devices or {}).get(arm)),
                     "values": [fmt_value(k, summary.get(k)) for k in KEY_METRICS],
-                    "valid": "no run" if run is None else ("yes" if run.get("valid") else "NO"),
+                    "valid": "no run" if run is None else ("yes" if run.valid else "NO"),
                 }
             )
     return rows
 
 
-def _runs(rounds: list[dict], arm: str) -> list[dict]:
-    return [r[arm] for r in rounds if r.get(arm) is not None]
+def _run(rnd: Round, arm: str) -> Run | None:
+    return {"base": rnd.base, "head": rnd.head, "null": rnd.null}.get(arm)
+
+
+def _runs(rounds: list[Round], arm: str) -> list[Run]:
+    return [run for r in rounds if (run := _run(r, arm)) is not None]
 
 
 def commits_match(asked: str, reported: str) -> bool:
@@ -203,122 +197,119 @@ def commits_match(asked: str, reported: str) -> bool:
     return bool(asked and reported) and (asked.startswith(reported) or reported.startswith(asked))
 
 
-def arm_sections(ab: dict) -> tuple[list[dict], list[str]]:
+def arm_sections(result: ABResult) -> tuple[list[dict], list[str]]:
     sections, warnings = [], []
     for arm in ARM_ORDER:
-        runs = _runs(ab["rounds"], arm)
+        runs = _runs(result.rounds, arm)
         if arm == "null" and not runs:
             continue
-        desc = ab["base"] if arm == "null" else ab[arm]
-        servers = [r.get("server", {}) for r in runs]
-        reported = sorted({s.get("commit") or "?" for s in servers})
-        asked = desc.get("commit") or ""
+        desc = result.head if arm == "head" else result.base
+        servers = [r.server or Server() for r in runs]
+        reported = sorted({s.commit or "?" for s in servers})
+        asked = desc.commit or ""
         # only a server whose project says it reports its commit can be held to it
-        held = any((r.get("arm") or {}).get("reports_commit") for r in runs)
+        held = any((r.arm or {}).get("reports_commit") for r in runs)
         for commit in reported:
             if asked and held and not commits_match(asked, commit):
                 warnings.append(f"{arm} was asked for commit {asked} but reported {commit}")
         # the port differs every run by design: not a different configuration
         configs = {
-            json.dumps({k: v for k, v in _config(s).items() if k != "port"}, sort_keys=True)
+            json.dumps({k: v for k, v in (s.config or {}).items() if k != "port"}, sort_keys=True)
             for s in servers
         }
         if len(configs) > 1:
             warnings.append(f"{arm} reported {len(configs)} different configs across its runs")
-        first = servers[0] if servers else {}
+        first = servers[0] if servers else Server()
         sections.append(
             {
                 "arm": arm,
                 "desc": desc,
                 "reported": reported,
-                "backend": first.get("backend"),
-                "model": first.get("model"),
-                "config": _config(first),
+                "backend": first.backend,
+                "model": first.model,
+                "config": first.config or {},
             }
         )
     return sections, warnings
 
 
-def _config(server: dict) -> dict:
-    """What the server reported about its configuration; {} for a server that reports none."""
-    config = server.get("config")
-    return config if isinstance(config, dict) else {}
-
-
-def machine_lines(m: dict) -> dict[str, str]:
+def machine_lines(m: Machine | None) -> dict[str, str]:
     """A run's machine facts in words: CPU and its vector flags, cores, memory, GPUs."""
-    if not m:
+    if m is None or m == Machine():
         return {}
-    flags, gpus, load = m.get("cpu_flags"), m.get("gpus"), m.get("load_average")
+    flags, gpus, load = m.cpu_flags, m.gpus, m.load_average
     out = {
-        "CPU": f"{m.get('cpu_model', '?')}, {m.get('logical_cores', '?')} logical / "
-        f"{m.get('physical_cores', '?')} physical cores ({m.get('usable_cores', '?')} usable)",
+        "CPU": f"{m.cpu_model or '?'}, {_known(m.logical_cores)} logical / "
+        f"{_known(m.physical_cores)} physical cores ({_known(m.usable_cores)} usable)",
         "CPU vector flags": " ".join(flags)
         if flags
         else "not recorded"
         if flags is None
         else "none",
-        "memory": f"{m['memory_bytes'] / 2**30:.1f} GiB" if m.get("memory_bytes") else "n/a",
+        "memory": f"{m.memory_bytes / 2**30:.1f} GiB" if m.memory_bytes else "n/a",
         "GPUs": "; ".join(gpus) if gpus else "not recorded" if gpus is None else "none",
-        "platform": f"{m.get('platform', '?')}, Python {m.get('python', '?')}",
+        "platform": f"{m.platform or '?'}, Python {m.python or '?'}",
     }
     if load:
         out["load average at the first run"] = ", ".join(f"{x:g}" for x in load)
     return out
 
 
-def machine_and_load(ab: dict) -> tuple[dict, dict, list[str]]:
+def _known(x: object) -> str:
+    return "?" if x is None else str(x)
+
+
+def machine_and_load(rounds: list[Round]) -> tuple[dict, dict, list[str]]:
     """What a reader needs to place the numbers: the machine (CPU and its vector flags, cores,
     memory, GPUs), the runtimes each arm's server reported, the harness's own commit; then
     the load. Every value is words, never a raw field."""
-    runs = [run for arm in ARM_ORDER for run in _runs(ab["rounds"], arm)]
-    machines = {json.dumps(machine_identity(r.get("machine") or {}), sort_keys=True) for r in runs}
+    runs = [run for arm in ARM_ORDER for run in _runs(rounds, arm)]
+    machines = {
+        json.dumps(machine_identity(to_json(r.machine) if r.machine else {}), sort_keys=True)
+        for r in runs
+    }
     warnings = [f"runs report {len(machines)} different machines"] if len(machines) > 1 else []
-    machine = machine_lines(runs[0].get("machine", {}) if runs else {})
+    machine = machine_lines(runs[0].machine if runs else None)
     for arm in ARM_ORDER:
-        arm_runs = _runs(ab["rounds"], arm)
-        runtime = next(
-            (r.get("server", {}).get("runtime") for r in arm_runs if r.get("server")), None
-        )
+        arm_runs = _runs(rounds, arm)
+        runtime = next((r.server.runtime for r in arm_runs if r.server), None)
         if arm_runs:
             machine[f"{arm} server's runtime"] = (
                 ", ".join(f"{k} {v}" for k, v in runtime.items() if v)
                 if runtime
                 else "not reported"
             )
-    harness = next((r.get("harness") for r in runs if r.get("harness")), None) or {}
+    harness = next((r.harness for r in runs if r.harness), None)
     if harness:
-        machine["harness"] = (
-            f"{harness.get('version', '?')} at commit {harness.get('commit') or 'unknown'}"
-        )
-    fingerprint = runs[0].get("fingerprint") if runs else None
-    load = {"workload fingerprint": fingerprint or "n/a", **ab.get("load", {})}
-    counts = [r.get("request_count", len(r.get("requests", []))) for r in runs]
+        machine["harness"] = f"{harness.version or '?'} at commit {harness.commit or 'unknown'}"
+    fingerprint = runs[0].fingerprint if runs else None
+    load = {"workload fingerprint": fingerprint or "n/a"}
+    counts = [r.request_count if r.request_count is not None else len(r.requests) for r in runs]
     load["requests per run (median)"] = f"{median(counts or [0]):g}"
     return machine, load, warnings
 
 
-def sampler_and_prompts(ab: dict) -> dict[str, str]:
+def sampler_and_prompts(rounds: list[Round]) -> dict[str, str]:
     """Per arm: the RSS sampler's achieved rate and longest gap (the worst run), and who
     counted the prompt tokens (exact, or where the harness had to approximate)."""
     out = {}
     for arm in ARM_ORDER:
-        runs = _runs(ab["rounds"], arm)
+        runs = _runs(rounds, arm)
         if not runs:
             continue
-        rates = [r.get("sampler", {}).get("achieved_hz") for r in runs]
-        gaps = [r.get("sampler", {}).get("max_gap_s") for r in runs]
-        rates, gaps = [x for x in rates if x], [x for x in gaps if x is not None]
-        target = runs[0].get("sampler", {}).get("hz")
+        samplers = [r.sampler or Sampler() for r in runs]
+        rates = [x for s in samplers if (x := s.achieved_hz)]
+        gaps = [x for s in samplers if (x := s.max_gap_s) is not None]
+        target = samplers[0].hz
         if rates:
             out[f"RSS sampler, {arm}"] = (
-                f"{min(rates):.0f}-{max(rates):.0f} Hz achieved (target {target:.0f}), "
+                f"{min(rates):.0f}-{max(rates):.0f} Hz achieved (target {target or 0:.0f}), "
                 f"longest gap {max(gaps):.3f} s"
             )
-        if not any("prompt_tokenizer" in r for r in runs):
+        if all(r.prompt_tokenizer is None for r in runs):
             continue  # saved by a harness that did not record it
-        sources = sorted({r.get("prompt_tokenizer") or "?" for r in runs})
-        exact = all(r.get("prompt_tokens_exact") for r in runs)
+        sources = sorted({r.prompt_tokenizer or "?" for r in runs})
+        exact = all(r.prompt_tokens_exact for r in runs)
         out[f"prompt tokens, {arm}"] = (
             f"{'exact' if exact else 'APPROXIMATED'}, counted by {', '.join(sources)}"
         )
@@ -329,34 +320,33 @@ def _pct(sd: float | None) -> str:
     return "n/a" if sd is None else f"{sd * 100:.1f}%"
 
 
-def power_rows(comparison: dict) -> list[dict]:
+def power_rows(comparison: Comparison) -> list[dict]:
     """What the A/B could see, per interval-judged metric: its noise per round (sd of ln
     head/base), the noise floor (null/base when a null arm ran, else head/base) and the ratio
     its last look catches 4 times in 5."""
-    noise = {n["name"]: n for n in comparison.get("noise", [])}
-    unit = "rounds" if comparison.get("block", 1) == 1 else "device cycles"
+    noise = {n.name: n for n in comparison.noise}
+    unit = "rounds" if comparison.block == 1 else "device cycles"
     rows = []
-    for m in comparison["metrics"]:
-        if m["method"] == Method.MINMAX or m["ratio"] is None:
+    for m in comparison.metrics:
+        if m.method == Method.MINMAX or m.ratio is None:
             continue
-        null = noise.get(m["name"])
-        floor = null.get("spread") if null else m.get("spread")
-        caught = m.get("detectable")
+        null = noise.get(m.name)
+        floor = null.spread if null else m.spread
         rows.append(
             {
-                "name": m["name"],
-                "noise": _pct(m.get("spread")),
+                "name": m.name,
+                "noise": _pct(m.spread),
                 "floor": f"{_pct(floor)} ({'null arm' if null else unit})",
-                "alpha": "n/a" if m.get("alpha") is None else f"{m['alpha']:.2g}",
-                "detectable": "n/a" if caught is None else f"{caught:.3f}x",
+                "alpha": "n/a" if m.alpha is None else f"{m.alpha:.2g}",
+                "detectable": "n/a" if m.detectable is None else f"{m.detectable:.3f}x",
             }
         )
     return rows
 
 
-def round_walls(rounds: list[dict]) -> str:
+def round_walls(rounds: list[Round]) -> str:
     """'median 71 s (68, 74, 70)' from each round's wall_s; older results lack it."""
-    walls = [r["wall_s"] for r in rounds if isinstance(r.get("wall_s"), int | float)]
+    walls = [r.wall_s for r in rounds if r.wall_s is not None]
     if not walls:
         return "not recorded"
     each = ", ".join(f"{w:.0f}" for w in walls)
@@ -369,17 +359,17 @@ MEMORY_SOURCES = (
 )
 
 
-def memory_sources(rounds: list[dict]) -> list[str]:
+def memory_sources(rounds: list[Round]) -> list[str]:
     """Where each memory figure came from, per arm (VmHWM, the server's /v1/memory or its
     /metrics gauges, NVML): `peak_device_bytes, base: server /metrics: vllm:...`."""
     out = []
     for metric, key in MEMORY_SOURCES:
         for arm in ARM_ORDER:
             seen = sorted({
-                str(p["memory"][key])
+                str(source)
                 for run in _runs(rounds, arm)
-                for p in (run.get("phases") or {}).values()
-                if isinstance(p, dict) and (p.get("memory") or {}).get(key)
+                for p in (run.phases or {}).values()
+                if (source := (p.memory or {}).get(key))
             })  # fmt: skip
             if seen:
                 out.append(f"{metric}, {arm}: {'; '.join(seen)}")

@@ -29,7 +29,7 @@ def vllm_result(run: dict, label: str = "servegate") -> dict:
     """One run record (docs/run-json.md) as vLLM's result JSON."""
     records = [RequestRecord.from_dict(r) for r in run.get("requests", [])]
     ok = [r for r in records if r.ok]
-    spans = {}
+    spans: dict[str, tuple[float, float]] = {}
     for r in ok:  # each phase's first send to last completion, as the run's tok_s
         lo, hi = spans.get(r.phase, (r.send, r.end))
         spans[r.phase] = (min(lo, r.send), max(hi, r.end))

@@ -172,7 +172,7 @@ def test_offline_compare_of_two_saved_files(tmp_path):
         for _ in range(3)
     ]
     a, b = tmp_path / "a.json", tmp_path / "b.json"
-    a.write_text(json.dumps(ab, default=lambda o: o.to_dict()))
+    a.write_text(json.dumps(ab, default=lambda o: o.to_json()))
     b.write_text(json.dumps({"runs": slower}))
     result = compare_saved(a, b, created="2026-07-15")
     comparison = result["comparison"]

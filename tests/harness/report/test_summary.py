@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import numpy as np
 from rich.console import Console
 
-from harness.cli.ab import print_verdict
-from harness.report.sentences import trade_off, verdict_words
+from harness.report.headline import headline as headline_of
+from harness.report.headline import trade_off
 from harness.report.summary import (
     MARK,
     ab_summary,
@@ -22,6 +22,8 @@ from harness.report.summary import (
     sweep_summary,
 )
 from harness.report.tables import verdict_line
+from harness.report.terminal import print_verdict
+from harness.results.comparison import Comparison
 from harness.stats.compare import compare_rounds, overall_verdict
 
 from helpers.arms import scripted
@@ -34,6 +36,15 @@ from helpers.suites import write_suite
 SHA_A, SHA_B = "a" * 40, "b" * 40
 
 
+def saved(suite: str, base: str, head: str, commits: tuple, command: str, comp: dict) -> dict:
+    """An A/B result as `harness ab` saves it, with no rounds kept."""
+    arm = {"ref": None, "cmd": None, "flags": None, "env": None}
+    return {"suite": suite, "created": "2026-12-05T00:00:00+00:00", "rounds": [], "crash": None,
+            "base": arm | {"label": base, "commit": commits[0]},
+            "head": arm | {"label": head, "commit": commits[1]},
+            "command": command, "comparison": comp}  # fmt: skip
+
+
 def ab_result(head_scale: float, cv: float = 0.01, crash: dict | None = None) -> dict:
     rng = np.random.default_rng(5)
     base = 100 * rng.lognormal(0, cv, 5)
@@ -41,13 +52,14 @@ def ab_result(head_scale: float, cv: float = 0.01, crash: dict | None = None) ->
     comparison = compare_rounds(
         make_rounds({"base": base, "head": head}, "ttft_p50_ms"), {"ttft_p50_ms": 0.1}, crash=crash
     )
-    return {
-        "suite": "short-concurrency",
-        "base": {"label": "main@aaaaaaaa", "commit": SHA_A},
-        "head": {"label": "HEAD@bbbbbbbb", "commit": SHA_B},
-        "command": "harness ab --base main --head=HEAD --out-dir results",
-        "comparison": comparison.to_dict(),
-    }
+    return saved(
+        "short-concurrency",
+        "main@aaaaaaaa",
+        "HEAD@bbbbbbbb",
+        (SHA_A, SHA_B),
+        "harness ab --base main --head=HEAD --out-dir results",
+        comparison.to_json(),
+    )
 
 
 def test_each_verdict_is_said_in_the_first_line():
@@ -87,13 +99,14 @@ def storm(*metrics: dict) -> dict:
             "rounds": 5, "fingerprint": "f", "metrics": list(metrics), "noise": [],
             "invalid": [], "warnings": [], "schedule": None, "ungated": []}  # fmt: skip
     comp["exit_code"] = {"REGRESSION": 1}.get(comp["verdict"], 0)
-    return {
-        "suite": "prefill-storm",
-        "base": {"label": "HEAD@c4678187 default", "commit": SHA_A},
-        "head": {"label": "WORKTREE@c4678187 --prefill-max-seqs 4", "commit": SHA_A},
-        "command": "harness ab --suite prefill-storm --head-flags '--prefill-max-seqs 4'",
-        "comparison": comp,
-    }
+    return saved(
+        "prefill-storm",
+        "HEAD@c4678187 default",
+        "WORKTREE@c4678187 --prefill-max-seqs 4",
+        (SHA_A, SHA_A),
+        "harness ab --suite prefill-storm --head-flags '--prefill-max-seqs 4'",
+        comp,
+    )
 
 
 def test_a_regression_that_bought_an_improvement_is_a_trade_off_in_every_first_line():
@@ -103,11 +116,11 @@ def test_a_regression_that_bought_an_improvement_is_a_trade_off_in_every_first_l
         gated("itl_p50_ms", 0.983, "PASS", 0.25),
         gated("tpot_ms", 3.851, "REGRESSION", 0.25),
     )
-    comp = ab["comparison"]
-    assert comp["verdict"] == "REGRESSION" and comp["exit_code"] == 1  # the gate is unchanged
+    comp = Comparison.from_json(ab["comparison"])
+    assert comp.verdict == "REGRESSION" and comp.exit_code == 1  # the gate is unchanged
     assert trade_off(comp) == "tpot_ms +285% paid for ttft_p50_ms 0.52x"
-    assert verdict_words(comp) == "REGRESSION (trade-off)"
-    assert verdict_line(comp) == (
+    assert headline_of(comp).words == "REGRESSION (trade-off)"
+    assert verdict_line(headline_of(comp)) == (
         "# REGRESSION (trade-off): tpot_ms +285% paid for ttft_p50_ms 0.52x; exit 1 (a gated "
         "metric is worse beyond tolerance, at the gate's 1% false-regression rate)"
     )
@@ -131,7 +144,7 @@ def test_every_metric_that_paid_and_was_bought_is_named_and_nothing_else_is_a_tr
         gated("itl_p50_ms", 1.052, "REGRESSION", 0.01),
         gated("peak_rss_bytes", 0.80, "IMPROVEMENT", 0.10),
     )["comparison"]
-    assert trade_off(both) == (
+    assert trade_off(Comparison.from_json(both)) == (
         "tok_s -30%, itl_p50_ms +5.2% paid for ttft_p50_ms 0.52x, peak_rss_bytes 0.80x"
     )
     plain = storm(gated("tpot_ms", 3.851, "REGRESSION", 0.25), gated("tok_s", 1.1, "PASS", 0.25))
@@ -139,10 +152,11 @@ def test_every_metric_that_paid_and_was_bought_is_named_and_nothing_else_is_a_tr
     unsure = storm(gated("ttft_p50_ms", 0.521, "IMPROVEMENT", 0.15),
                    gated("tpot_ms", 1.2, "INCONCLUSIVE", 0.25))  # fmt: skip
     for ab in (plain, improved, unsure):
-        comp = ab["comparison"]
-        assert trade_off(comp) is None and verdict_words(comp) == comp["verdict"]
-        assert "trade-off" not in ab_summary(ab, None) + verdict_line(comp)
-    assert verdict_line(plain["comparison"]).startswith("# REGRESSION: exit 1 (")
+        said = headline_of(Comparison.from_json(ab["comparison"]))
+        assert said.trade_off is None and said.words == said.verdict
+        assert "trade-off" not in ab_summary(ab, None) + verdict_line(said)
+    said = headline_of(Comparison.from_json(plain["comparison"]))
+    assert verdict_line(said).startswith("# REGRESSION: exit 1 (")
     assert "servegate ab: REGRESSION (exit 1): " in ab_summary(plain, None).splitlines()[0]
 
 
@@ -205,7 +219,17 @@ def test_sweep_and_bisect_summaries_lead_with_their_verdict():
     sweep = {
         "suite": "sweep",
         "command": "harness sweep --base main --head HEAD",
-        "arms": {"base": {"label": "main", "commit": SHA_A}, "head": {"label": "HEAD"}},
+        "arms": {
+            "base": {
+                "label": "main",
+                "commit": SHA_A,
+                "ref": "main",
+                "cmd": None,
+                "flags": None,
+                "env": None,
+            },
+            "head": {"label": "HEAD", "ref": "HEAD", "cmd": None, "flags": None, "env": None},
+        },  # fmt: skip
         "judgement": {
             "verdict": "REGRESSION",
             "exit_code": 1,
