@@ -8,59 +8,31 @@ from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 from harness.arms.arms import ArmError
-from harness.arms.project import ProjectError, find_project
-from harness.arms.worktrees import RefError, repo_root
+from harness.arms.project import ProjectError
+from harness.arms.worktrees import RefError
 from harness.bisect.bisect import BisectError
-from harness.bisect.bisect_report import headline, step_row, summary, write_bisect_report
-from harness.bisect.bisector import Bisector, Step
-from harness.bisect.commits import commit_info, first_parent_commits
+from harness.bisect.bisect_report import headline, summary, write_bisect_report
+from harness.cli.bisect_steps import Asked, bisector_for, plan_bisect, print_search
 from harness.cli.command_line import harness_command
-from harness.cli.errors import EXIT_INVALID, InputError, input_error, shown
+from harness.cli.errors import EXIT_INVALID, input_error
 from harness.cli.finish import Ending, finish, interrupted
 from harness.cli.options import (
     SUITE_HELP,
     api_key_option,
     budget_option,
-    check_rounds,
     devices_option,
     dry_run_option,
     project_option,
     report_options,
     residency_option,
-    suite_here,
 )
-from harness.cli.outputs import OutputError, checked_summary, fresh_dir
 from harness.escape import terminal
-from harness.report.display import LiveProgress
 from harness.report.summary import bisect_summary
-from harness.runs.budget import Budget
-from harness.runs.plan import Context, placed_devices
-from harness.workload.suite import SuiteError, load_suite
-
-
-def print_path(console: Console, data: dict) -> None:
-    table = Table(title=f"bisect {data['suite']}: {data['good']['short']}..{data['bad']['short']}")
-    for col in ("#", "role", "commit", "subject", "ratio", "95% CI", "verdict", "mark", "wall"):
-        table.add_column(col, justify="right" if col in ("#", "wall") else "left")
-    for i, s in enumerate(data["path"]):
-        table.add_row(
-            str(i),
-            s["role"],
-            shown(s["head"]["short"]),
-            shown(s["head"]["subject"][:40]),
-            s["ratio"],
-            s["ci"],
-            s["verdict"],
-            s["mark"],
-            f"{s['wall_s']} s",
-        )
-    console.print(table)
-    for s in data["skipped"] + data["unresolved"]:
-        said = terminal(f"{s['mark']}: {s['head']['short']} {s['reason']}")
-        console.print(said, markup=False)
+from harness.report.terminal import print_path
+from harness.results.bisect_result import BisectResult
+from harness.workload.suite import SuiteError
 
 
 @click.command()
@@ -118,27 +90,7 @@ def print_path(console: Console, data: dict) -> None:
 @devices_option
 @budget_option
 @report_options
-def bisect(
-    good_ref,
-    bad_ref,
-    suite_name,
-    metrics,
-    model,
-    flags,
-    rounds,
-    max_rounds,
-    isolated,
-    api_key,
-    dry_run,
-    project_file,
-    residency,
-    devices,
-    budget_minutes,
-    out_dir,
-    ready_timeout,
-    quiet,
-    summary_file,
-):
+def bisect(**options):
     """Name the commit that introduced a regression (binary search, one A/B per step).
 
     \b
@@ -156,76 +108,27 @@ def bisect(
     search stops when the next A/B would not end inside it, naming the commits left. Exit 0
     when a first bad commit is named, 2 when it cannot be.
     """
-    check_rounds(rounds, max_rounds)
+    asked = Asked(**options)
+    search = plan_bisect(asked)
+    if asked.dry_run:
+        return print_search(search)
     console = Console(stderr=True)
-    try:
-        suite_name = suite_here(suite_name, project_file)
-        suite = load_suite(suite_name)
-        repo = repo_root(Path.cwd())
-        commits = first_parent_commits(repo, good_ref, bad_ref)
-        good = commit_info(repo, good_ref)
-        project = find_project(repo, project_file)
-        project.variant(isolated)  # no [server.isolated] for --isolated: said now
-        budget_minutes = budget_minutes or project.budget_minutes
-        placed_devices(devices, project, {})  # a malformed --devices: said now
-        if summary_file:
-            checked_summary(summary_file)
-    except (SuiteError, RefError, ProjectError, OutputError, ArmError) as e:
-        raise input_error(e) from None
-    if unknown := [m for m in metrics if m not in suite.gate]:
-        gated = ", ".join(suite.gate)
-        raise InputError(f"--metric {unknown[0]} is not gated by suite {suite.name} ({gated})")
-    if dry_run:  # what would be searched; nothing built or started
-        click.echo(terminal(f"good: {good.sha} {good.subject}"))
-        for c in commits:
-            click.echo(
-                terminal(f"{'bad' if c is commits[-1] else 'candidate'}: {c.sha} {c.subject}")
-            )
-        return
     command = harness_command()
-
-    def announce(step: Step, followed: list[str]) -> None:
-        row = step_row(step, followed)
-        what = f"{row['ratio']} {row['ci']} {row['verdict']}"
-        console.print(
-            terminal(
-                f"{step.role} {step.head.short} {step.head.subject[:50]}: {what} -> "
-                f"{step.mark} ({step.wall_s:.0f} s)"
-            ),
-            markup=False,
-            highlight=False,
-        )
-
-    try:
-        logs = fresh_dir(out_dir / "logs" / f"bisect-{suite.name}")  # this bisect's own
-    except OutputError as e:
-        raise input_error(e) from None
-    bisector = Bisector(
-        Context(suite, repo, project, model, flags, isolated, api_key),
-        logs,
-        rounds,
-        max_rounds,
-        ready_timeout,
-        command,
-        progress=lambda label: LiveProgress(console, label, disabled=quiet),
-        announce=announce,
-        residency=residency,
-        devices=devices,
-        budget=Budget.from_start(budget_minutes) if budget_minutes else None,
-    )
+    bisector = bisector_for(search, asked, command, console)
+    good, commits, suite = search.good, search.commits, search.suite.name
     console.print(f"bisect: {len(commits)} first-parent commit(s) after {good.short}", markup=False)
     try:
-        outcome = bisector.run(good, commits, tuple(metrics))
+        outcome = bisector.run(good, commits, tuple(asked.metrics))
     except (BisectError, RefError, ArmError, SuiteError, ProjectError) as e:
         raise input_error(e) from None
     except KeyboardInterrupt:
         if (partial := bisector.so_far(commits)) is None:
-            interrupted(f"each step's runs are kept beside its logs in {logs}")
+            interrupted(f"each step's runs are kept beside its logs in {bisector.log_dir}")
         console.print("interrupted: every server was stopped")
-        data = summary(partial, suite.name, good, command) | {"interrupted": True}
-        finish(bisect_ending(data, None, out_dir, interrupted=True), summary_file)
-    data = summary(outcome, suite.name, good, command)
-    finish(bisect_ending(data, outcome.final, out_dir), summary_file)
+        data = summary(partial, suite, good, command) | {"interrupted": True}
+        finish(bisect_ending(data, None, asked.out_dir, interrupted=True), asked.summary_file)
+    data = summary(outcome, suite, good, command)
+    finish(bisect_ending(data, outcome.final, asked.out_dir), asked.summary_file)
 
 
 def bisect_ending(data: dict, final, out_dir: Path, interrupted: bool = False) -> Ending:
@@ -234,7 +137,7 @@ def bisect_ending(data: dict, final, out_dir: Path, interrupted: bool = False) -
 
     def show() -> None:
         out = Console(width=140)
-        print_path(out, data)
+        print_path(out, BisectResult.from_json(data))
         out.print(terminal(headline(data)), markup=False, highlight=False)
 
     return Ending(

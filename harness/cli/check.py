@@ -17,19 +17,18 @@ from harness.arms.builds import build
 from harness.arms.launcher import LaunchError, log_tail
 from harness.arms.project import FILE_NAME, ProjectError
 from harness.arms.worktrees import RefError, checkout, repo_root
+from harness.cli.context import arm_context, suite_here
 from harness.cli.errors import EXIT_INVALID, InputError, input_error, one_line, shown
 from harness.cli.options import (
     SECONDS,
     SUITE_HELP,
     api_key_option,
-    arm_context,
     budget_option,
     check_rounds,
     devices_option,
     project_option,
     residency_option,
     rounds_options,
-    suite_here,
     workload_options,
 )
 from harness.cli.outputs import OutputError, fresh_dir, writable_dir
@@ -114,12 +113,7 @@ def check(
         log_dir = fresh_dir(Path("results") / "logs" / "check")  # this check's own
     except (SuiteError, ArmError, RefError, ProjectError, OutputError) as exc:
         raise input_error(exc) from None
-    label = plan.desc["label"]
-    click.echo(terminal(f"{label}: " + (
-        "no build step" if built is None
-        else "built before (cached): its time is not counted below" if built.cached
-        else f"built in {built.seconds:.1f} s"
-    )))  # fmt: skip
+    click.echo(terminal(f"{plan.desc['label']}: {_built(built)}"))
     _ask(console, plan, log_dir, ready_timeout, quiet)
     progress = lambda label: LiveProgress(console, label, disabled=quiet)  # noqa: E731
     run, crash = measure_cold(suite, plan, log_dir, round_no=1, label="cold run ",
@@ -130,16 +124,29 @@ def check(
     if not run["valid"]:
         reasons = "; ".join(run.get("invalid_reasons") or []) or "no reason given"
         _failed(console, f"the cold run of {suite.name} was invalid: {reasons}", "")
-    click.echo(f"cold run: {run['duration_s']:.1f} s ({run['server']['startup_s']:.1f} s to "
-               "start, then the load)")  # fmt: skip
     looks = Schedule.plan(rounds, max_rounds, block=len(devices) if len(devices) > 1 else 1).looks
-    click.echo(terminal(f"arms: base (the pull request's base) and head ({ref}), each built "
-                        "once and started cold in every round"))  # fmt: skip
-    click.echo(terminal(f"suite: {suite.name}"))
-    click.echo(terminal(f"servers: {servers_line(plans, residency, devices)}"))
-    click.echo(rounds_line(looks, extend_to))
+    _say_gate(run, suite.name, ref, plans, residency, devices, looks, extend_to)
     _cost(run, plans, looks, built, together(plans, residency, devices), devices, budget_minutes)
     click.echo(f"logs: {log_dir}")
+
+
+def _built(built) -> str:
+    if built is None:
+        return "no build step"
+    if built.cached:
+        return "built before (cached): its time is not counted below"
+    return f"built in {built.seconds:.1f} s"
+
+
+def _say_gate(run: dict, suite: str, ref, plans, residency, devices, looks, extend_to) -> None:
+    """The cold run's length, then the plan of `harness ab` on this project."""
+    click.echo(f"cold run: {run['duration_s']:.1f} s ({run['server']['startup_s']:.1f} s to "
+               "start, then the load)")  # fmt: skip
+    click.echo(terminal(f"arms: base (the pull request's base) and head ({ref}), each built "
+                        "once and started cold in every round"))  # fmt: skip
+    click.echo(terminal(f"suite: {suite}"))
+    click.echo(terminal(f"servers: {servers_line(plans, residency, devices)}"))
+    click.echo(rounds_line(looks, extend_to))
 
 
 def _ask(console: Console, plan, log_dir: Path, ready_timeout: float | None, quiet: bool) -> None:

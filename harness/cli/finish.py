@@ -42,7 +42,7 @@ def finish(ending: Ending, summary_file: Path | None = None) -> NoReturn:
         click.echo(f"error: report not written: {_said(exc)}", err=True)
     else:
         click.echo(f"report: {terminal(report)}")
-    write_summary(lambda: ending.summary(report and str(report)), summary_file)
+    write_summary(lambda: ending.summary(str(report) if report else None), summary_file)
     sys.exit(signals.exit_code() if ending.interrupted else ending.exit_code)
 
 

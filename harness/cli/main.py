@@ -23,6 +23,7 @@ from harness.cli import signals
 from harness.cli.ab import ab, compare, report
 from harness.cli.bisect import bisect
 from harness.cli.check import check
+from harness.cli.context import arm_context
 from harness.cli.errors import EXIT_INVALID, InputError, input_error, one_line
 from harness.cli.export import export
 from harness.cli.gc import gc
@@ -32,7 +33,6 @@ from harness.cli.merge import merge
 from harness.cli.options import (
     SECONDS,
     api_key_option,
-    arm_context,
     dry_run_option,
     project_option,
     workload_options,
@@ -43,8 +43,10 @@ from harness.cli.sim import sim
 from harness.cli.sweep import sweep
 from harness.escape import terminal
 from harness.names import claim_file, release
-from harness.report.display import LiveProgress, print_run
+from harness.report.display import LiveProgress
+from harness.report.terminal import print_run
 from harness.results import store
+from harness.results.run import Run
 from harness.runs.machine import harness_version
 from harness.runs.measure import run_arm
 from harness.runs.plan import Side, default_refs, plan_arm
@@ -208,12 +210,8 @@ def run(
         suite = override(load_suite(suite_name), clients=clients, requests=requests,
                          prompt_tokens=prompt_tokens, max_tokens=max_tokens, rate=rate,
                          client_procs=client_procs)  # fmt: skip
-        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-        named = out is not None
-        out = out or Path("results/runs") / f"{stamp}-{suite.name}.json"
-        if not dry_run:  # a dry run writes nothing
-            out = writable_file(out)
-        sides = default_refs({"arm": Side(ref, "", "", serve_cmd, url, pid)})
+        named, out = out is not None, _run_json(out, suite.name, dry_run)
+        sides = default_refs({"arm": Side(ref=ref, cmd=serve_cmd, url=url, pid=pid)})
         ctx = arm_context(sides, suite, model, flags, False, api_key, not dry_run, project_file)
         plan = plan_arm("arm", sides["arm"], ctx)
     except (SuiteError, ArmError, RefError, ProjectError, OutputError) as exc:
@@ -230,6 +228,14 @@ def run(
     finally:
         if not named:
             release(out)  # the name claimed, if no run was written to it
+
+
+def _run_json(out: Path | None, suite: str, dry_run: bool) -> Path:
+    """Where the run JSON goes: OUT, else results/runs/STAMP-SUITE.json; checked writable
+    unless it is a dry run (which writes nothing)."""
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    out = out or Path("results/runs") / f"{stamp}-{suite}.json"
+    return out if dry_run else writable_file(out)
 
 
 def _run(suite, plan, out: Path, repeat: int, ready_timeout: float | None, quiet: bool) -> None:
@@ -257,7 +263,7 @@ def _run(suite, plan, out: Path, repeat: int, ready_timeout: float | None, quiet
         store.save({"arm": plan.desc, "runs": runs}, out, indent=1)
     except OSError as exc:
         raise InputError(f"run JSON not written: {out}: {exc.strerror or exc}") from None
-    print_run(Console(), runs)
+    print_run(Console(), [Run.from_json(r, f"runs[{i}]") for i, r in enumerate(runs)])
     click.echo(f"run JSON: {out}")
     if not all(r["valid"] for r in runs):
         sys.exit(EXIT_INVALID)

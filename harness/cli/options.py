@@ -10,23 +10,16 @@ from pathlib import Path
 
 import click
 
-from harness.arms.arms import ArmError
 from harness.arms.project import (
     RESIDENCY,
-    ProjectError,
-    find_project,
-    load_project,
 )
-from harness.arms.worktrees import RefError, repo_root
 from harness.load.workers import STREAMS_PER_PROC
 from harness.results.verdicts import INCONCLUSIVE_CHOICES
-from harness.runs.plan import Context, Side, check_sides
 from harness.sim.costs import check_costs
 from harness.sim.workload import SimError
 from harness.stats.sequential import AUTO_MAX_ROUNDS
 from harness.workload.suite import (
     DEFAULT_SUITE,
-    Suite,
     SuiteError,
     parse_client_procs,
 )
@@ -88,7 +81,7 @@ class MaxRounds(click.ParamType):
 
 def check_rounds(rounds: int, max_rounds: int | str) -> tuple[int, int | None]:
     """(the last look planned, the furthest `--max-rounds auto` may move it, else None)."""
-    if max_rounds == "auto":
+    if isinstance(max_rounds, str):  # "auto": click's choice allows no other word
         return max(MAX_ROUNDS, rounds), max(AUTO_MAX_ROUNDS, rounds)
     if max_rounds < rounds:
         raise click.BadParameter(
@@ -248,18 +241,6 @@ SUITE_HELP = (
 )
 
 
-def suite_here(asked: str | None, project_file: Path | None) -> str:
-    """--suite as given, else the suite this repository's project file gates with, else the
-    default (a broken project file is said where the arms are planned, not here)."""
-    if asked is not None:
-        return asked
-    try:
-        project = find_project(repo_root(Path.cwd()), project_file)
-    except (RefError, ProjectError):
-        return DEFAULT_SUITE
-    return project.suite or DEFAULT_SUITE
-
-
 def devices_option(command: Callable) -> Callable:
     return click.option(
         "--devices",
@@ -295,22 +276,6 @@ def side_options(command: Callable) -> Callable:
                 help=text.format(arm=arm),
             )(command)
     return command
-
-
-def sides_from(opts: dict, base_ref: str | None, head_ref: str | None) -> dict[str, Side]:
-    """The two arms' Sides from side_options' values (popped from `opts`)."""
-    return {
-        arm: Side(
-            ref,
-            opts.pop(f"{arm}_flags"),
-            opts.pop(f"{arm}_env"),
-            opts.pop(f"{arm}_cmd"),
-            opts.pop(f"{arm}_url"),
-            opts.pop(f"{arm}_pid"),
-            prefix=arm,
-        )
-        for arm, ref in (("base", base_ref), ("head", head_ref))
-    }
 
 
 def rounds_options(command: Callable) -> Callable:
@@ -366,30 +331,6 @@ def dry_run_option(command: Callable) -> Callable:
         "resolved with git alone; nothing is checked out, built, started or written. With "
         "--sim, the simulator's command for each arm.",
     )(command)
-
-
-def arm_context(
-    sides: dict[str, Side],
-    suite: Suite,
-    model: str | None,
-    flags: str | None,
-    isolated: bool,
-    api_key: str,
-    build: bool = True,
-    project_file: Path | None = None,
-) -> Context:
-    """The repository and project file when any arm is a git ref (raises RefError or
-    ProjectError for a folder without them); `--isolated` only means something then. Without
-    one, `--project FILE` still gives every arm what the file says of any server: its
-    device-memory gauges, its device variable and its budget."""
-    if not check_sides(sides):
-        if isolated:
-            raise ArmError("--isolated applies to arms served from git refs, and none is")
-        project = load_project(project_file) if project_file else None
-        return Context(suite, project=project, model=model, flags=flags, api_key=api_key)
-    repo = repo_root(Path.cwd())
-    project = find_project(repo, project_file)
-    return Context(suite, repo, project, model, flags, isolated, api_key, build)
 
 
 class BadFile(click.ClickException):

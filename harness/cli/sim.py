@@ -20,11 +20,14 @@ from harness.arms.launcher import LaunchError
 from harness.arms.project import ProjectError
 from harness.arms.worktrees import RefError
 from harness.cli.command_line import harness_command
+from harness.cli.context import arm_context
 from harness.cli.errors import EXIT_INVALID, InputError, input_error
-from harness.cli.options import COSTS, arm_context
+from harness.cli.options import COSTS
 from harness.cli.outputs import OutputError, writable_file
 from harness.files import strict_json, write_atomic
-from harness.report.display import LiveProgress, print_run
+from harness.report.display import LiveProgress
+from harness.report.terminal import print_run
+from harness.results.run import Run
 from harness.runs.machine import machine_facts
 from harness.runs.measure import run_arm
 from harness.runs.plan import Side, default_refs, plan_arm
@@ -97,7 +100,7 @@ def run_command(suite_name, costs, flags, model, ref, out) -> None:
         write_atomic(out, strict_json({"arm": plan.desc, "runs": [result]}, indent=1) + "\n")
     except OSError as exc:
         raise InputError(f"run JSON not written: {out}: {exc.strerror or exc}") from None
-    print_run(Console(), [result])
+    print_run(Console(), [Run.from_json(result, "the run")])
     s = result["simulated"]
     click.echo(f"simulated with {s['name']} ({s['source']}) in {s['wall_s']:.2f} s")
     click.echo(f"run JSON: {out}")
@@ -118,7 +121,7 @@ def _real(suite: Suite, arm: Arm, trace: Path | None, quiet: bool, label: str = 
                 raise InputError(f"{suite.name}: {exc}") from None
 
 
-def _cases(names: list[str], levels: list[int], ref, model) -> list[tuple[str, Suite, Arm]]:
+def _cases(names: list[str], levels: list[float], ref, model) -> list[tuple[str, Suite, Arm]]:
     """(case, suite, arm) per suite, and the sweep's levels as one suite (one cold server
     runs them in ascending order, as `harness sweep` does)."""
     out = []

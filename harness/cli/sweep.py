@@ -4,70 +4,32 @@ level. Exit codes: 0 pass, 1 regression at some level, 2 invalid run, crash or b
 from __future__ import annotations
 
 import click
-from click.core import ParameterSource
 from rich.console import Console
 
-from harness.arms.arms import ArmError
-from harness.arms.project import ProjectError
-from harness.arms.worktrees import RefError
 from harness.cli.command_line import harness_command
-from harness.cli.errors import InputError, input_error
-from harness.cli.finish import Ending, finish, interrupted
+from harness.cli.errors import input_error
+from harness.cli.finish import Ending, finish
 from harness.cli.options import (
     COSTS,
     Finite,
     api_key_option,
-    arm_context,
     budget_option,
     devices_option,
     dry_run_option,
     project_option,
     report_options,
     side_options,
-    sides_from,
 )
-from harness.cli.outputs import OutputError, checked_summary, fresh_dir
-from harness.cli.plan_lines import print_plan
-from harness.report.display import LiveProgress
+from harness.cli.sweep_steps import Asked, judged, plan_sweep, print_sweep_plan, sweep_runner
+from harness.report.ab_report import to_plain
 from harness.report.summary import sweep_summary
-from harness.results.errors import ComparisonError
-from harness.results.metrics import SUMMARY_KEYS
-from harness.runs.budget import Budget
-from harness.runs.plan import (
-    Side,
-    default_refs,
-    label_arms,
-    placed_devices,
-    plan_arm,
-    unsampled_memory,
-)
 from harness.sim.workload import SimError
-from harness.sweep.judgement import judge
-from harness.sweep.knee import KNEE_GAIN, SloError, parse_slos
+from harness.sweep.knee import KNEE_GAIN
 from harness.sweep.sweep import (
     CAPACITY_TOLERANCE,
     COLD,
-    Sweep,
-    SweepError,
-    SweepRunner,
-    capacity_rounds,
-    describe,
-    parse_levels,
-    rounds_by_level,
-    search_plan,
 )
 from harness.sweep.sweep_report import print_sweep, sweep_result, write_sweep_report
-from harness.workload.suite import SuiteError, load_suite
-
-
-def _sides(one: Side, base_ref, head_ref, opts) -> dict[str, Side]:
-    """One arm (`--ref`/`--serve-cmd`/`--url`) unless any --base*/--head* option names two."""
-    two = base_ref or head_ref or any(v not in (None, "") for v in opts.values())
-    if two and (one.ref or one.cmd or one.url or one.env):
-        raise InputError(
-            "give --ref/--serve-cmd/--url/--env for one arm, or --base/--head options for two"
-        )
-    return default_refs(sides_from(opts, base_ref, head_ref) if two else {"arm": one})
 
 
 @click.command()
@@ -167,38 +129,7 @@ def _sides(one: Side, base_ref, head_ref, opts) -> dict[str, Side]:
 @dry_run_option
 @project_option
 @report_options
-def sweep(
-    suite_name,
-    levels,
-    rates,
-    requests,
-    rounds,
-    cold,
-    slo,
-    find_capacity,
-    knee_gain,
-    sim_costs,
-    ref,
-    serve_cmd,
-    url,
-    pid,
-    env,
-    base_ref,
-    head_ref,
-    model,
-    flags,
-    isolated,
-    api_key,
-    devices,
-    budget_minutes,
-    dry_run,
-    project_file,
-    out_dir,
-    ready_timeout,
-    quiet,
-    summary_file,
-    **side_opts,
-):
+def sweep(**options):
     """Load curves: run the suite's request shape at each level, find the knee and goodput;
     with two arms, gate every level like `harness ab` does.
 
@@ -222,62 +153,12 @@ def sweep(
     would not end inside the budget (as long as the longest so far); the report says how many
     rounds it held.
     """
+    asked = Asked.of(options)
+    plan = plan_sweep(asked)
+    if asked.dry_run:
+        return print_sweep_plan(plan, asked)
     console = Console(stderr=True)
-    if levels is not None and rates is not None:
-        raise InputError("give --levels or --rates, not both")
-    mode = "rate" if rates is not None else "concurrency"
-    if sim_costs is not None:
-        given = click.get_current_context().get_parameter_source("rounds")
-        if given == ParameterSource.COMMANDLINE:
-            raise InputError("--rounds does not apply to --sim: a simulation is deterministic")
-        rounds = 1
-    try:
-        given = rates if rates is not None else levels
-        values = parse_levels("1,2,4,8,16" if given is None else given, mode)
-        slos = parse_slos(slo, set(SUMMARY_KEYS))  # each with its direction
-        one = Side(ref, "", env, serve_cmd, url, pid)
-        sides = _sides(one, base_ref, head_ref, side_opts)
-        suite = load_suite(suite_name)
-        if summary_file:
-            checked_summary(summary_file)
-        ctx = arm_context(sides, suite, model, flags, isolated, api_key, not dry_run, project_file)
-        plans = {n: plan_arm(n, s, ctx) for n, s in sides.items()}
-        if len(plans) == 2:
-            label_arms(plans, sides)
-        suite = unsampled_memory(suite, plans)[0]
-        devices = placed_devices(devices, ctx.project, plans, at_once=False)
-        budget_minutes = budget_minutes or (ctx.project.budget_minutes if ctx.project else None)
-        capacity = search_plan(suite, mode, values[0]) if find_capacity else None
-        if capacity is not None and sim_costs is not None:
-            raise SweepError("--find-capacity needs served runs, not --sim")
-    except (SuiteError, ArmError, RefError, ProjectError, SweepError, SloError, OutputError) as e:
-        raise input_error(e) from None
-    if dry_run:
-        try:
-            print_plan(plans, sim=sim_costs)  # a sweep measures one server at a time
-        except SimError as e:
-            raise input_error(e) from None
-        click.echo(f"levels: {', '.join(str(v) for v in values)} ({mode})")
-        if capacity is not None:
-            click.echo(f"then a capacity search: {describe(capacity)}")
-        return
-    plan = Sweep(suite, mode, values, requests, cold, capacity)
-    logs = out_dir / "logs" / f"sweep-{suite.name}"
-    try:
-        logs = logs if sim_costs is not None else fresh_dir(logs)  # this sweep's own
-    except OutputError as e:
-        raise input_error(e) from None
-    runner = SweepRunner(
-        plan,
-        plans,
-        logs,
-        rounds,
-        ready_timeout,
-        progress=lambda label: LiveProgress(console, label, disabled=quiet),
-        sim=sim_costs,
-        devices=devices,
-        budget=Budget.from_start(budget_minutes) if budget_minutes else None,
-    )
+    runner = sweep_runner(plan, asked, console)
     stopped = False
     try:
         raw = runner.run()
@@ -285,36 +166,17 @@ def sweep(
         raise input_error(e) from None
     except KeyboardInterrupt:
         raw, stopped = {"runs": runner.runs, "crash": None, "budget_ended": ""}, True
-    try:
-        by_level = rounds_by_level(raw["runs"], plan.names(), list(plans))
-        gate = {k: v for k, v in suite.gate.items() if k != "capacity_req_s"}
-        verdict = judge(
-            by_level,
-            values,
-            list(plans),
-            gate,
-            suite.memory_slack_bytes,
-            slos,
-            raw["crash"],
-            knee_gain,
-            capacity_rounds(raw["runs"], list(plans)) if capacity else None,
-            suite.gate.get("capacity_req_s", CAPACITY_TOLERANCE),
-        )
-    except ComparisonError as e:
-        if stopped:  # nothing comparable ran; each finished run is kept beside its log
-            interrupted(f"the runs so far: {runner.log_dir}")
-        raise InputError(str(e)) from None
+    by_level, verdict = judged(plan, asked, raw, stopped, runner.log_dir)
     if stopped:
         console.print("interrupted: every server was stopped")
-        verdict |= {"verdict": "INVALID", "exit_code": 2}
-        verdict["invalid"] = ["interrupted before the last round", *verdict.get("invalid", [])]
-    result = sweep_result(plan, plans, rounds, raw, by_level, verdict, harness_command())
+    result = sweep_result(plan.sweep, plan.plans, plan.rounds, raw, by_level, verdict,
+                          harness_command())  # fmt: skip
     ending = Ending(
         verdict["verdict"],
         verdict["exit_code"],
         show=lambda: print_sweep(Console(width=120), result),
-        write_report=lambda: write_sweep_report(result, out_dir),
-        summary=lambda report: sweep_summary(result, report),
+        write_report=lambda: write_sweep_report(result, asked.out_dir),
+        summary=lambda report: sweep_summary(to_plain(result), report),
         interrupted=stopped,
     )
-    finish(ending, summary_file)
+    finish(ending, asked.summary_file)
