@@ -21,14 +21,10 @@ from harness.cli.options import (
     side_options,
 )
 from harness.cli.sweep_steps import Asked, judged, plan_sweep, print_sweep_plan, sweep_runner
-from harness.report.ab_report import to_plain
 from harness.report.summary import sweep_summary
 from harness.sim.workload import SimError
 from harness.sweep.knee import KNEE_GAIN
-from harness.sweep.sweep import (
-    CAPACITY_TOLERANCE,
-    COLD,
-)
+from harness.sweep.sweep import CAPACITY_TOLERANCE, COLD, SweepRuns
 from harness.sweep.sweep_report import print_sweep, sweep_result, write_sweep_report
 
 
@@ -165,18 +161,18 @@ def sweep(**options):
     except SimError as e:
         raise input_error(e) from None
     except KeyboardInterrupt:
-        raw, stopped = {"runs": runner.runs, "crash": None, "budget_ended": ""}, True
+        raw, stopped = SweepRuns(runner.runs), True
     by_level, verdict = judged(plan, asked, raw, stopped, runner.log_dir)
     if stopped:
         console.print("interrupted: every server was stopped")
     result = sweep_result(plan.sweep, plan.plans, plan.rounds, raw, by_level, verdict,
                           harness_command())  # fmt: skip
     ending = Ending(
-        verdict["verdict"],
-        verdict["exit_code"],
+        verdict.verdict,
+        verdict.exit_code,
         show=lambda: print_sweep(Console(width=120), result),
         write_report=lambda: write_sweep_report(result, asked.out_dir),
-        summary=lambda report: sweep_summary(to_plain(result), report),
+        summary=lambda report: sweep_summary(result, report),
         interrupted=stopped,
     )
     finish(ending, asked.summary_file)

@@ -4,7 +4,7 @@ the runner that measures it, and the judgement of what it measured."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import click
@@ -22,6 +22,7 @@ from harness.cli.plan_lines import print_plan
 from harness.report.display import LiveProgress
 from harness.results.errors import ComparisonError
 from harness.results.metrics import SUMMARY_KEYS
+from harness.results.sweep_result import Judgement, LevelRound
 from harness.runs.budget import Budget
 from harness.runs.plan import (
     ArmPlan,
@@ -40,6 +41,7 @@ from harness.sweep.sweep import (
     Sweep,
     SweepError,
     SweepRunner,
+    SweepRuns,
     capacity_rounds,
     describe,
     parse_levels,
@@ -178,13 +180,15 @@ def sweep_runner(plan: SweepPlan, a: Asked, console: Console) -> SweepRunner:
     )
 
 
-def judged(plan: SweepPlan, a: Asked, raw: dict, stopped: bool, logs: Path) -> tuple[dict, dict]:
+def judged(
+    plan: SweepPlan, a: Asked, raw: SweepRuns, stopped: bool, logs: Path
+) -> tuple[dict[str, list[LevelRound]], Judgement]:
     """(the runs by level, the judgement) of what the sweep measured; an interrupted sweep is
     INVALID, and one with nothing comparable ends as an interrupt with its runs kept."""
     sweep, arms = plan.sweep, list(plan.plans)
     suite = sweep.suite
     try:
-        by_level = rounds_by_level(raw["runs"], sweep.names(), arms)
+        by_level = rounds_by_level(raw.runs, sweep.names())
         verdict = judge(
             by_level,
             sweep.levels,
@@ -192,9 +196,9 @@ def judged(plan: SweepPlan, a: Asked, raw: dict, stopped: bool, logs: Path) -> t
             {k: v for k, v in suite.gate.items() if k != "capacity_req_s"},
             suite.memory_slack_bytes,
             plan.slos,
-            raw["crash"],
+            raw.crash,
             a.knee_gain,
-            capacity_rounds(raw["runs"], arms) if sweep.capacity else None,
+            capacity_rounds(raw.runs) if sweep.capacity else None,
             suite.gate.get("capacity_req_s", CAPACITY_TOLERANCE),
         )
     except ComparisonError as e:
@@ -202,6 +206,6 @@ def judged(plan: SweepPlan, a: Asked, raw: dict, stopped: bool, logs: Path) -> t
             interrupted(f"the runs so far: {logs}")
         raise InputError(str(e)) from None
     if stopped:
-        verdict |= {"verdict": "INVALID", "exit_code": 2}
-        verdict["invalid"] = ["interrupted before the last round", *verdict.get("invalid", [])]
+        why = ["interrupted before the last round", *verdict.invalid]
+        verdict = replace(verdict, verdict="INVALID", exit_code=2, invalid=why)
     return by_level, verdict

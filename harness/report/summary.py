@@ -107,8 +107,7 @@ def bisect_shas(data: BisectResult) -> dict[str, str | None]:
     return {name: c.sha if c else None for name, c in (("good", data.good), ("bad", data.bad))}
 
 
-def sweep_summary(saved: dict, report: str | None) -> str:
-    result = SweepResult.from_json(saved)
+def sweep_summary(result: SweepResult, report: str | None) -> str:
     j = result.judgement
     arms = [a.label for a in (result.arms or {}).values()] or ["one arm"]
     what = f"sweep {result.suite}, {' vs '.join(arms)}"
@@ -126,8 +125,7 @@ def sweep_summary(saved: dict, report: str | None) -> str:
     return "\n".join([*lines, *_tail(command, report)]) + "\n"
 
 
-def bisect_summary(saved: dict, report: str | None) -> str:
-    data = BisectResult.from_json(saved)
+def bisect_summary(data: BisectResult, report: str | None) -> str:
     culprit = data.culprit
     verdict, code = ("NAMED", 0) if culprit else ("INVALID", 2)
     ends = [c.short if c else "?" for c in (data.good, data.bad)]

@@ -27,6 +27,16 @@ class Arm(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Crash(Record):
+    """An arm that failed to start or whose server died under load: it ends the command."""
+
+    arm: str
+    round: Count
+    message: str
+    log_tail: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
 class Round(Record):
     """One round: each arm's run, in the order they were measured."""
 
@@ -50,7 +60,7 @@ class ABResult(Record):
     head: Arm
     rounds: list[Round]
     comparison: Comparison
-    crash: Table | None
+    crash: Crash | None
     schema: str | None = None
     command: str | None = None
     gate: dict[str, float | None] | None = None

@@ -3,7 +3,8 @@ hints: `from_json` checks every field as it builds the record (a damaged, hand-e
 file is one line naming the field: `rounds[0].head.valid is 'yes', not true or false`), and
 `to_json` writes it back. A record's field without a default must be there; a field may be
 null only where its type admits None (a missing field with a default of None reads as null); a
-key no record names is left out.
+key no record names is left out. A record whose `FLAT` names one of its dict fields keeps that
+field's items at its own level in JSON (a curve's point: its name, level and every metric).
 
 The kinds of value beyond Python's types are `Annotated` aliases: Count (a whole number >= 0),
 Pos (a finite number >= 0), Rounds, Code (an exit code), Date (ISO 8601), Words (a string or a
@@ -137,6 +138,11 @@ def from_json(cls: type[R], data: object, where: str = "the result") -> R:
     """The record `cls` read from a JSON object, every field checked as it is read."""
     if not isinstance(data, dict):
         raise bad(where, data, "an object")
+    if flat := getattr(cls, "FLAT", None):
+        named = {name for name, _, _ in _fields(cls)}  # type: ignore[arg-type]
+        data = {k: v for k, v in data.items() if k in named} | {
+            flat: {k: v for k, v in data.items() if k not in named}
+        }
     values = {}
     for name, tp, required in _fields(cls):  # type: ignore[arg-type]
         if name not in data:
@@ -154,7 +160,10 @@ def from_json(cls: type[R], data: object, where: str = "the result") -> R:
 def to_json(value: Any) -> Any:
     """A record (or a value holding records) as JSON: every field by name."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {name: to_json(getattr(value, name)) for name, _, _ in _fields(type(value))}
+        out = {name: to_json(getattr(value, name)) for name, _, _ in _fields(type(value))}
+        if flat := getattr(value, "FLAT", None):
+            out |= out.pop(flat)
+        return out
     if isinstance(value, Enum):
         return value.value
     if isinstance(value, list | tuple):

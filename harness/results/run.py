@@ -103,6 +103,20 @@ class Expectation(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Window(Record):
+    """One time slice of a phase (load/metrics.time_windows), seconds from the phase's start."""
+
+    from_s: float
+    to_s: float | None = None
+    sent: Count | None = None
+    errors: Count | None = None
+    ttft_p50_ms: float | None = None
+    tpot_ms: float | None = None
+    itl_p50_ms: float | None = None
+    tok_s: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class PhaseResult(Record):
     window: list[float] | None = None
     stats: dict[str, float | None] | None = None
@@ -110,7 +124,39 @@ class PhaseResult(Record):
     expect: list[Expectation] | None = None
     paused_s: float | None = None
     client: Table | None = None
-    windows: list[Table] | None = None
+    windows: list[Window] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CapacityLevel(Record):
+    """One level a capacity search tried: the share of its requests within the [slo]."""
+
+    level: float
+    attained: float
+    met: bool
+    req_s: float | None = None
+    offered_req_s: float | None = None
+    requests: Count | None = None
+    ok: Count | None = None
+    ttft_p95_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_p95_ms: float | None = None
+    goodput_req_s: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CapacitySearch(Record):
+    """A run's capacity search (runs/measure.py): every level tried, in order, the bracket,
+    and the capacity at the highest level met; `error` where it could not search."""
+
+    mode: str | None = None
+    attainment: float | None = None
+    levels: list[CapacityLevel] = field(default_factory=list)
+    met_level: float | None = None
+    missed_level: float | None = None
+    capacity_req_s: float | None = None
+    stopped: str | None = None
+    error: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -204,7 +250,7 @@ class Run(Record):
     invalid_reasons: list[str] = field(default_factory=list)
     fingerprint: str | None = None
     workload: Workload | None = None
-    capacity: Table | None = None
+    capacity: CapacitySearch | None = None
     phases: dict[str, PhaseResult] | None = None
     counters: dict[str, dict[str, float]] | None = None
     timeline: Timeline | None = None

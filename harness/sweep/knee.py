@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass
 
 from harness.results.metrics import metric
+from harness.results.sweep_result import CurvePoint
 
 KNEE_GAIN = 0.10  # less than 10% more tok/s per doubling of the level counts as "flat"
 
@@ -92,19 +93,19 @@ def parse_slos(items: tuple[str, ...] | list[str], known: set[str]) -> list[Slo]
     return out
 
 
-def slo_table(levels: list[float], medians: list[dict], slos: list[Slo]) -> list[bool]:
+def slo_table(levels: list[float], points: list[CurvePoint], slos: list[Slo]) -> list[bool]:
     """Per level: whether its medians meet every SLO."""
-    return [all(s.met(m.get(s.metric)) for s in slos) for m in medians[: len(levels)]]
+    return [all(s.met(p.median(s.metric)) for s in slos) for p in points[: len(levels)]]
 
 
-def goodput(levels: list[float], medians: list[dict], slos: list[Slo]) -> float | None:
+def goodput(levels: list[float], points: list[CurvePoint], slos: list[Slo]) -> float | None:
     """The highest level such that it and every level below it meet every SLO; None when even
     the lowest level misses one (or no SLO was given). A pass above a failing level is noise,
     not capacity, so it does not count."""
     if not slos:
         return None
     best = None
-    for level, ok in sorted(zip(levels, slo_table(levels, medians, slos), strict=True)):
+    for level, ok in sorted(zip(levels, slo_table(levels, points, slos), strict=True)):
         if not ok:
             break
         best = level

@@ -9,6 +9,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from harness.load.phase import Progress
+from harness.report.ab_report import to_plain
+from harness.results.ab_result import Crash
+from harness.results.run import Run
+from harness.results.sweep_result import LevelRound, LevelRun, SweepRun
 from harness.runs.ab import order, placement
 from harness.runs.budget import Budget
 from harness.runs.cold import measure_cold
@@ -96,37 +100,48 @@ class Sweep:
         return units
 
 
-def level_runs(run: dict | None, names: list[str]) -> dict[str, dict]:
-    """One run record -> a per-level record shaped like a run for compare.compare_rounds:
-    the level's fingerprint, validity, summary (latency, throughput, memory) and counters."""
-    if run is None:
+def level_runs(run: Run | None, names: list[str]) -> dict[str, LevelRun]:
+    """One run -> a per-level record shaped like a run for compare.compare_rounds: the
+    level's fingerprint, validity, summary (latency, throughput, memory) and counters."""
+    if run is None or run.workload is None or run.phases is None:
         return {}
-    facts = {p["name"]: p for p in run["workload"]["phases"]}
+    facts = {p.name: p for p in run.workload.phases or []}
+    startup = {"startup_s": run.server.startup_s if run.server else None}
     out = {}
-    for name, phase in run["phases"].items():
+    for name, phase in run.phases.items():
         if name not in names:
             continue
-        memory = phase.get("memory") or {}
+        memory = phase.memory or {}
         mine = f"phase {name!r}"
         reasons = [  # a reason naming another level's phase is not this level's
-            r
-            for r in run.get("invalid_reasons", [])
-            if not r.startswith("phase ") or r.startswith(mine)
+            r for r in run.invalid_reasons if not r.startswith("phase ") or r.startswith(mine)
         ]
-        out[name] = {
-            "fingerprint": fingerprint(
-                {"suite": run["workload"].get("suite"), "phases": [facts[name]]}
+        out[name] = LevelRun(
+            fingerprint=fingerprint(
+                {"suite": run.workload.suite, "phases": [without_nulls(facts[name].to_json())]}
             ),
-            "valid": not reasons,
-            "invalid_reasons": reasons,
-            "summary": phase["stats"]
-            | {k: memory.get(k) for k in PEAKS}
-            | {"startup_s": (run.get("server") or {}).get("startup_s")},
-            "counters": (run.get("counters") or {}).get(name, {}),
-            "memory_source": memory.get("peak_rss_source"),
-            "simulated": run.get("simulated"),
-        }
+            valid=not reasons,
+            invalid_reasons=reasons,
+            summary=(phase.stats or {}) | {k: memory.get(k) for k in PEAKS} | startup,
+            counters=dict((run.counters or {}).get(name, {})),
+            memory_source=memory.get("peak_rss_source"),
+            simulated=run.simulated,
+        )
     return out
+
+
+def without_nulls(facts: dict) -> dict:
+    return {k: v for k, v in facts.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class SweepRuns:
+    """What the rounds measured: every run (None where a server never became ready), the
+    crash that ended them, and why the budget cut them short."""
+
+    runs: list[SweepRun]
+    crash: Crash | None = None
+    budget_ended: str = ""
 
 
 @dataclass
@@ -140,18 +155,18 @@ class SweepRunner:
     sim: str | None = None  # a cost model: each unit simulated once instead of served
     devices: tuple[str, ...] = ()  # where arms run, one server at a time: rotated every round
     budget: Budget | None = None  # the job's time: no round starts that would not end inside it
-    runs: list[dict] = field(default_factory=list, init=False)  # as run so far
+    runs: list[SweepRun] = field(default_factory=list, init=False)  # as run so far
     budget_ended: str = field(default="", init=False)  # said when the budget cut the rounds
 
     @property
     def steps(self) -> int:
         return self.rounds * len(self.plans) * len(self.sweep.units())
 
-    def run(self) -> dict:
+    def run(self) -> SweepRuns:
         """Rounds of cold runs; returns the raw runs and any crash (which ends the sweep)."""
         names, units, done = list(self.plans), self.sweep.units(), 0
         self.runs, walls = [], list[float]()
-        crash: dict | None = None
+        crash: Crash | None = None
         runs = self.runs
         for i in range(self.rounds):
             if self.budget is not None and walls and self.budget.rounds_that_fit(walls) < 1:
@@ -171,7 +186,7 @@ class SweepRunner:
                 label = f"[{done}/{self.steps}] round {i + 1}/{self.rounds} {name} {where}: "
                 if self.sim is not None:  # deterministic: one round, nothing to crash
                     simulated = sim_run(unit, self.plans[name].arm, self.sim)
-                    runs.append({"round": i + 1, "arm": name, "run": simulated})
+                    runs.append(SweepRun(round=i + 1, arm=name, run=Run.from_json(simulated)))
                     continue
                 log_dir = self.log_dir / where
                 log_dir.mkdir(parents=True, exist_ok=True)
@@ -179,52 +194,50 @@ class SweepRunner:
                     unit, plans[name], log_dir, round_no=i + 1, label=label,
                     progress=self.progress, ready_timeout_s=self.ready_timeout_s,
                 )  # fmt: skip
-                runs.append({"round": i + 1, "arm": name, "run": run})
+                measured = Run.from_json(to_plain(run)) if run is not None else None
+                runs.append(SweepRun(round=i + 1, arm=name, run=measured))
                 if crash:
-                    return {"runs": runs, "crash": crash}
+                    return SweepRuns(runs, crash)
             walls.append(left - self.budget.left_s() if self.budget else 0.0)
-        return {"runs": runs, "crash": crash, "budget_ended": self.budget_ended}
+        return SweepRuns(runs, crash, self.budget_ended)
 
 
-def capacity_record(run: dict | None) -> dict | None:
+def capacity_record(run: Run | None) -> LevelRun | None:
     """The capacity a run searched, shaped like a level's record for compare.compare_rounds:
     the run's own validity (a level's reasons are that level's), `capacity_req_s`, the search."""
-    found = (run or {}).get("capacity")
-    if run is None or found is None:
+    if run is None or run.capacity is None:
         return None
-    reasons = [r for r in run.get("invalid_reasons", []) if not r.startswith("phase ")]
-    if found.get("error"):
-        reasons.append(f"capacity search: {found['error']}")
-    return {
-        "fingerprint": run["fingerprint"],
-        "valid": not reasons,
-        "invalid_reasons": reasons,
-        "summary": {"capacity_req_s": found.get("capacity_req_s")},
-        "counters": {},
-        "simulated": None,
-        "capacity": found,
-    }
+    found = run.capacity
+    reasons = [r for r in run.invalid_reasons if not r.startswith("phase ")]
+    if found.error:
+        reasons.append(f"capacity search: {found.error}")
+    return LevelRun(
+        fingerprint=run.fingerprint,
+        valid=not reasons,
+        invalid_reasons=reasons,
+        summary={"capacity_req_s": found.capacity_req_s},
+        capacity=found,
+    )
 
 
-def rounds_by_level(runs: list[dict], names: list[str], arms: list[str]) -> dict[str, list[dict]]:
-    """Raw runs -> per level, rounds `[{"round", "base": levelrun, "head": levelrun}]` (arm
-    keys as planned), ready for compare.compare_rounds or for medians."""
-    out: dict[str, dict[int, dict]] = {n: {} for n in names}
+def _rounds(records: list[tuple[int, str, LevelRun]]) -> list[LevelRound]:
+    """(round, arm, record) -> one LevelRound per round, in round order."""
+    by_round: dict[int, dict[str, LevelRun]] = {}
+    for n, arm, rec in records:
+        by_round.setdefault(n, {})[arm] = rec
+    return [LevelRound(round=n, **arms) for n, arms in sorted(by_round.items())]
+
+
+def rounds_by_level(runs: list[SweepRun], names: list[str]) -> dict[str, list[LevelRound]]:
+    """The runs -> per level, its rounds (each arm's record there), for the gate or medians."""
+    at: dict[str, list[tuple[int, str, LevelRun]]] = {n: [] for n in names}
     for item in runs:
-        for name, rec in level_runs(item["run"], names).items():
-            rnd = out[name].setdefault(item["round"], {"round": item["round"], "null": None})
-            rnd[item["arm"]] = rec
-    return {
-        name: [r | {a: r.get(a) for a in arms} for _, r in sorted(by_round.items())]
-        for name, by_round in out.items()
-    }
+        for name, rec in level_runs(item.run, names).items():
+            at[name].append((item.round or 0, item.arm or "arm", rec))
+    return {name: _rounds(records) for name, records in at.items()}
 
 
-def capacity_rounds(runs: list[dict], arms: list[str]) -> list[dict]:
-    """Raw runs -> the rounds of their capacity searches, `[{"round", "base": record, ...}]`;
-    empty when no run searched."""
-    out: dict[int, dict] = {}
-    for item in runs:
-        if (rec := capacity_record(item["run"])) is not None:
-            out.setdefault(item["round"], {"round": item["round"], "null": None})[item["arm"]] = rec
-    return [r | {a: r.get(a) for a in arms} for _, r in sorted(out.items())]
+def capacity_rounds(runs: list[SweepRun]) -> list[LevelRound]:
+    """The runs -> the rounds of their capacity searches; empty when no run searched."""
+    found = [(item.round or 0, item.arm or "arm", capacity_record(item.run)) for item in runs]
+    return _rounds([(n, arm, rec) for n, arm, rec in found if rec is not None])

@@ -3,6 +3,7 @@ templates/sweep.md.j2 beside it, the three sweep plots, and the terminal summary
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -13,20 +14,18 @@ from rich.table import Table
 from harness import escape
 from harness.files import write_atomic
 from harness.names import release
-from harness.report.ab_report import slug, template_env, to_plain, unique_stem, write_result
+from harness.report.ab_report import slug, template_env, unique_stem, write_result
 from harness.report.plots import plot_capacity
 from harness.report.summary import reproduce, sweep_shas
 from harness.report.tables import fmt_interval, fmt_ratio, fmt_value, machine_lines
 from harness.results import store
-from harness.results.comparison import Comparison
-from harness.results.run import Machine
 from harness.results.store import schema
-from harness.results.sweep_result import SweepResult
+from harness.results.sweep_result import Judgement, LevelRound, SweepResult
 from harness.results.verdicts import exit_meaning
 from harness.runs.plan import ArmPlan
 from harness.sim.simulated_run import described
 from harness.sweep.plots import plot_latency_throughput, plot_throughput, plot_ttft
-from harness.sweep.sweep import Sweep, capacity_rounds, describe
+from harness.sweep.sweep import Sweep, SweepRuns, describe
 
 TABLE_METRICS = (
     "ttft_p50_ms",
@@ -46,41 +45,39 @@ def sweep_result(
     plan: Sweep,
     plans: dict[str, ArmPlan],
     rounds: int,
-    raw: dict,
-    by_level: dict,
-    judgement: dict,
+    raw: SweepRuns,
+    by_level: dict[str, list[LevelRound]],
+    judgement: Judgement,
     command: str,
-) -> dict:
-    """Everything the report shows, as one dict (saved as the JSON beside the report). Run
-    records keep their requests but drop the RSS timeline (the sweep's memory is per level)."""
-    runs = [
-        r | {"run": {k: v for k, v in (r["run"] or {}).items() if k != "timeline"} or None}
-        for r in raw["runs"]
-    ]
-    sims = [r["run"]["simulated"] for r in runs if r["run"] and r["run"].get("simulated")]
-    return {
-        "schema": schema("sweep"),
-        "simulated": described(sims[0]) if sims else None,
-        "suite": plan.suite.name,
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": command,
-        "mode": plan.mode,
-        "levels": plan.levels,
-        "names": plan.names(),
-        "requests": {plan.phase(v).name: plan.phase(v).requests for v in plan.levels},
-        "phase": {k: str(v) for k, v in vars_of(plan.phase(plan.levels[0])).items()},
-        "cold": plan.cold,
-        "capacity_plan": describe(plan.capacity) if plan.capacity else None,
-        "rounds": rounds,
-        "arms": {name: p.desc for name, p in plans.items()},
-        "gate": plan.suite.gate,
-        "memory_slack_bytes": plan.suite.memory_slack_bytes,
-        "judgement": judgement,
-        "by_level": by_level,
-        "runs": runs,
-        "crash": raw["crash"],
-        "budget_ended": raw.get("budget_ended", ""),
-    }
+) -> SweepResult:
+    """Everything the report shows (saved as the JSON beside the report). The runs keep their
+    requests but drop the RSS timeline (the sweep's memory is per level)."""
+    runs = [replace(r, run=replace(r.run, timeline=None) if r.run else None) for r in raw.runs]
+    sims = [r.run.simulated for r in runs if r.run and r.run.simulated]
+    gate: dict[str, float | None] = dict(plan.suite.gate)
+    return SweepResult(
+        schema=schema("sweep"),
+        simulated=described(sims[0]) if sims else None,
+        suite=plan.suite.name,
+        created=datetime.now(UTC).isoformat(timespec="seconds"),
+        command=command,
+        mode=plan.mode,
+        levels=plan.levels,
+        names=plan.names(),
+        requests={plan.phase(v).name: plan.phase(v).requests for v in plan.levels},
+        phase={k: str(v) for k, v in vars_of(plan.phase(plan.levels[0])).items()},
+        cold=plan.cold,
+        capacity_plan=describe(plan.capacity) if plan.capacity else None,
+        rounds=rounds,
+        arms={name: p.desc for name, p in plans.items()},
+        gate=gate,
+        memory_slack_bytes=plan.suite.memory_slack_bytes,
+        judgement=judgement,
+        by_level=by_level,
+        runs=runs,
+        crash=raw.crash,
+        budget_ended=raw.budget_ended,
+    )
 
 
 def vars_of(phase) -> dict:
@@ -91,25 +88,24 @@ def vars_of(phase) -> dict:
     return out
 
 
-def report_stem(result: dict) -> str:
-    arms = result["arms"]
-    who = [slug(a["label"]) for a in arms.values()]
-    created = slug(str(result["created"])[:10])
-    return "-".join([created, "sweep", slug(result["suite"]), "-vs-".join(who)])
+def report_stem(result: SweepResult) -> str:
+    who = [slug(a.label) for a in (result.arms or {}).values()]
+    created = slug(str(result.created)[:10])
+    return "-".join([created, "sweep", slug(result.suite), "-vs-".join(who)])
 
 
-def headline(result: dict) -> str:
-    j = result["judgement"]
-    code = j["exit_code"]
-    simulated = bool(result.get("simulated"))
-    meaning = exit_meaning(code, simulated) if "base" in result["arms"] else EXIT_MEANING_ONE[code]
-    line = f"# {j['verdict']}: exit {code} ({meaning})"
-    if j.get("first_regression"):
-        worse = ", ".join(j["first_regression_metrics"])
-        line += f"; head first regresses at {j['first_regression']} ({worse})"
-    if "base" in j["knee"]:
-        b, h = (_level(j["knee"][a]) for a in ("base", "head"))
-        line += f"; knee moved {b} -> {h}" if j["knee_moved"] else f"; knee unchanged at {b}"
+def headline(result: SweepResult) -> str:
+    j = result.judgement
+    code = j.exit_code
+    two = "base" in (result.arms or {})
+    meaning = exit_meaning(code, bool(result.simulated)) if two else EXIT_MEANING_ONE[code]
+    line = f"# {j.verdict}: exit {code} ({meaning})"
+    if j.first_regression:
+        worse = ", ".join(j.first_regression_metrics or [])
+        line += f"; head first regresses at {j.first_regression} ({worse})"
+    if "base" in j.knee:
+        b, h = _level(j.knee["base"]), _level(j.knee["head"])
+        line += f"; knee moved {b} -> {h}" if j.knee_moved else f"; knee unchanged at {b}"
     return line
 
 
@@ -121,18 +117,17 @@ def _goodput(v: float | None) -> str:
     return "none (the lowest level misses an SLO)" if v is None else f"{v:g}"
 
 
-def capacity_rows(result: dict) -> list[dict]:
+def capacity_rows(result: SweepResult) -> list[dict]:
     """Per arm: the median capacity and each round's bracket (met level, lowest missed)."""
+    arms = result.arms or {}
     rows = []
-    for arm, found in (result["judgement"].get("capacity") or {}).items():
-        brackets = [
-            f"[{_bound(f['met_level'])}, {_bound(f['missed_level'])}]" for f in found["runs"]
-        ]
+    for arm, found in (result.judgement.capacity or {}).items():
+        brackets = [f"[{_bound(f.met_level)}, {_bound(f.missed_level)}]" for f in found.runs]
         rows.append(
             {
                 "arm": arm,
-                "label": result["arms"][arm]["label"],
-                "req_s": fmt_value("capacity_req_s", found["capacity_req_s"]),
+                "label": arms[arm].label,
+                "req_s": fmt_value("capacity_req_s", found.capacity_req_s),
                 "brackets": ", ".join(brackets) or "no search",
             }
         )
@@ -143,30 +138,28 @@ def _bound(level: float | None) -> str:
     return "-" if level is None else f"{level:g}"
 
 
-def curve_rows(result: dict) -> list[dict]:
+def curve_rows(result: SweepResult) -> list[dict]:
     rows = []
-    for arm, curve in result["judgement"]["curves"].items():
-        for c in curve:
-            met = result["judgement"]["slo_met"][arm]
-            ok = "" if not met else ("yes" if met[curve.index(c)] else "no")
-            values = [fmt_value(m, c[m]) for m in TABLE_METRICS]
+    j = result.judgement
+    for arm, curve in j.curves.items():
+        met = j.slo_met.get(arm) or []
+        for i, c in enumerate(curve):
             rows.append(
                 {
                     "arm": arm,
-                    "level": c["name"],
-                    "rounds": c["rounds"],
-                    "values": values,
-                    "slo": ok,
-                    "valid": "yes" if c["valid"] else "no",
+                    "level": c.name,
+                    "rounds": c.rounds,
+                    "values": [fmt_value(m, c.median(m)) for m in TABLE_METRICS],
+                    "slo": "" if not met else ("yes" if met[i] else "no"),
+                    "valid": "yes" if c.valid else "no",
                 }
             )
     return rows
 
 
-def verdict_rows(result: dict) -> list[dict]:
+def verdict_rows(result: SweepResult) -> list[dict]:
     rows = []
-    for name, saved in result["judgement"].get("levels", {}).items():
-        comp = Comparison.from_json(saved)
+    for name, comp in (result.judgement.levels or {}).items():
         for m in comp.metrics:
             rows.append(
                 {
@@ -196,49 +189,46 @@ def verdict_rows(result: dict) -> list[dict]:
     return rows
 
 
-def counter_rows(result: dict) -> list[dict]:
+def counter_rows(result: SweepResult) -> list[dict]:
     """Per arm and series, the median delta at each level; series that stay 0 are left out."""
     rows = []
-    for arm, curve in result["judgement"]["curves"].items():
-        for series in sorted({s for c in curve for s in c["counters"]}):
-            values = [c["counters"].get(series) for c in curve]
+    for arm, curve in result.judgement.curves.items():
+        for series in sorted({s for c in curve for s in c.counters}):
+            values = [c.counters.get(series) for c in curve]
             if any(values):
                 cells = ["-" if v is None else f"{v:g}" for v in values]
                 rows.append({"arm": arm, "series": series, "values": cells})
     return rows
 
 
-def render_markdown(result: dict, plots: dict[str, str | None]) -> str:
+def render_markdown(result: SweepResult, plots: dict[str, str | None]) -> str:
     env = template_env()
-    runs = [r["run"] for r in result["runs"] if r["run"]]
+    runs = [r.run for r in result.runs if r.run]
     return env.get_template("sweep.md.j2").render(
         r=result,
-        j=result["judgement"],
+        j=result.judgement,
         headline=headline(result),
-        reproduce_line=reproduce(
-            result.get("command", ""), sweep_shas(SweepResult.from_json(to_plain(result)))
-        ),
+        reproduce_line=reproduce(result.command or "", sweep_shas(result)),
         plots=plots,
         metrics=TABLE_METRICS,
         curve_rows=curve_rows(result),
         verdict_rows=verdict_rows(result),
         counter_rows=counter_rows(result),
         capacity_rows=capacity_rows(result),
-        machine=machine_lines(Machine.from_json(runs[0].get("machine") or {}) if runs else None),
+        machine=machine_lines(runs[0].machine if runs else None),
         level=_level,
         goodput=_goodput,
     )
 
 
-def write_sweep_report(result: dict, out_dir: Path, rerender: bool = False) -> Path:
+def write_sweep_report(result: SweepResult, out_dir: Path, rerender: bool = False) -> Path:
     """Write <stem>.json (slim) and .raw.json.gz, <stem>.md and
     <stem>-{throughput,ttft,latency}.png; return the .md."""
-    result = to_plain(result)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    stem = unique_stem(out_dir, report_stem(result), result["created"], rerender)
+    stem = unique_stem(out_dir, report_stem(result), str(result.created), rerender)
     try:
-        write_result(result, out_dir, stem)  # the data first
+        write_result(result.to_json(), out_dir, stem)  # the data first
     finally:
         release(out_dir / f"{stem}.json")  # the name claimed, if it was never written
     draw = {"throughput": plot_throughput, "ttft": plot_ttft, "latency": plot_latency_throughput}
@@ -249,54 +239,51 @@ def write_sweep_report(result: dict, out_dir: Path, rerender: bool = False) -> P
             plots[kind] = f"{stem}-{kind}.png"
         except ValueError:
             plots[kind] = None
-    searched = capacity_rounds(result["runs"], list(result["arms"]))
-    labels = {a: d["label"] for a, d in result["arms"].items()}
-    if plot_capacity(searched, labels, out_dir / f"{stem}-capacity.png"):
+    labels = {a: d.label for a, d in (result.arms or {}).items()}
+    runs_of = {a: [r.run for r in result.runs if r.arm == a and r.run] for a in labels}
+    if plot_capacity(runs_of, labels, out_dir / f"{stem}-capacity.png"):
         plots["capacity"] = f"{stem}-capacity.png"
     md = out_dir / f"{stem}.md"
     write_atomic(md, render_markdown(result, plots))
     return md
 
 
-def print_sweep(console: Console, result: dict) -> None:
-    j = result["judgement"]
-    said = f"suite {result['suite']}: " + " vs ".join(a["label"] for a in result["arms"].values())
+def print_sweep(console: Console, result: SweepResult) -> None:
+    j = result.judgement
+    arms = (result.arms or {}).values()
+    said = f"suite {result.suite}: " + " vs ".join(a.label for a in arms)
     table = Table(title=markup_escape(escape.terminal(said)))  # names: printed as they are
     for col in ("level", "arm", "TTFT p95", "tok/s", "req/s", "errors", "verdict"):
         table.add_column(col, justify="left" if col in ("level", "arm", "verdict") else "right")
-    for i, name in enumerate(result["names"]):
-        verdict = (j.get("levels") or {}).get(name, {}).get("verdict", "")
-        for arm, curve in j["curves"].items():
+    for i, name in enumerate(result.names or []):
+        comp = (j.levels or {}).get(name)
+        for arm, curve in j.curves.items():
             c = curve[i]
             table.add_row(
                 name,
                 arm,
-                fmt_value("ttft_p95_ms", c["ttft_p95_ms"]),
-                fmt_value("tok_s", c["tok_s"]),
-                fmt_value("req_s", c["req_s"]),
-                fmt_value("errors", c["errors"]),
-                verdict if arm == "head" else "",
+                *(fmt_value(m, c.median(m)) for m in ("ttft_p95_ms", "tok_s", "req_s", "errors")),
+                comp.verdict if comp and arm == "head" else "",
             )
     console.print(table)
-    for arm in j["curves"]:
-        good = f", goodput {_goodput(j['goodput'][arm])}" if j["slos"] else ""
-        console.print(f"{arm}: knee {_level(j['knee'][arm])}{good}", highlight=False)
+    for arm in j.curves:
+        good = f", goodput {_goodput(j.goodput[arm])}" if j.slos else ""
+        console.print(f"{arm}: knee {_level(j.knee[arm])}{good}", highlight=False)
     for row in capacity_rows(result):
         line = f"{row['arm']}: capacity {row['req_s']}, levels [met, missed] {row['brackets']}"
         console.print(line, highlight=False, markup=False)
-    if result.get("budget_ended"):
-        console.print(f"- {result['budget_ended']}", highlight=False, markup=False)
-    for line in j["invalid"]:
+    if result.budget_ended:
+        console.print(f"- {result.budget_ended}", highlight=False, markup=False)
+    for line in j.invalid:
         console.print(f"- invalid: {escape.terminal(line)}", highlight=False, markup=False)
-    if crash := result.get("crash"):
+    if crash := result.crash:
         console.print(
-            f"{crash['arm']} in round {crash['round']}: {escape.terminal(crash['message'])}\n"
-            "server log tail:\n"
-            + escape.terminal(crash.get("log_tail") or "(empty)", multiline=True),
+            f"{crash.arm} in round {crash.round}: {escape.terminal(crash.message)}\n"
+            "server log tail:\n" + escape.terminal(crash.log_tail or "(empty)", multiline=True),
             highlight=False,
             markup=False,
         )
-    if sim := result.get("simulated"):
+    if sim := result.simulated:
         said = escape.terminal(f"simulated with {sim['name']} ({sim['source']})")
         console.print(said, highlight=False, markup=False)
     console.print(headline(result).lstrip("# "), highlight=False, soft_wrap=True)  # one line
@@ -305,6 +292,6 @@ def print_sweep(console: Console, result: dict) -> None:
 def rerender_sweep_report(json_path: Path, out_dir: Path | None = None) -> Path:
     """Render the report and plots again from a saved sweep JSON."""
     json_path = Path(json_path)
-    result = store.load(json_path)
+    result = SweepResult.from_json(store.load(json_path))
     out_dir = out_dir if out_dir is not None else json_path.parent
     return write_sweep_report(result, out_dir, rerender=True)

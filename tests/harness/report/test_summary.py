@@ -23,12 +23,15 @@ from harness.report.summary import (
 )
 from harness.report.tables import verdict_line
 from harness.report.terminal import print_verdict
+from harness.results.ab_result import ABResult
+from harness.results.bisect_result import BisectResult
 from harness.results.comparison import Comparison
+from harness.results.sweep_result import SweepResult
 from harness.stats.compare import compare_rounds, overall_verdict
 
 from helpers.arms import scripted
 from helpers.cli import exit_agrees, harness
-from helpers.fake_runs import make_rounds
+from helpers.fake_runs import crashed, make_rounds
 from helpers.processes import unique_marker
 from helpers.suites import SUITE as SCRIPTED_SUITE
 from helpers.suites import write_suite
@@ -50,7 +53,9 @@ def ab_result(head_scale: float, cv: float = 0.01, crash: dict | None = None) ->
     base = 100 * rng.lognormal(0, cv, 5)
     head = base * head_scale * rng.lognormal(0, cv, 5)
     comparison = compare_rounds(
-        make_rounds({"base": base, "head": head}, "ttft_p50_ms"), {"ttft_p50_ms": 0.1}, crash=crash
+        make_rounds({"base": base, "head": head}, "ttft_p50_ms"),
+        {"ttft_p50_ms": 0.1},
+        crash=crashed(crash),
     )
     return saved(
         "short-concurrency",
@@ -130,7 +135,7 @@ def test_a_regression_that_bought_an_improvement_is_a_trade_off_in_every_first_l
         "ttft_p50_ms 0.52x"
     )
     out = io.StringIO()
-    print_verdict(Console(file=out, width=120), ab)
+    print_verdict(Console(file=out, width=120), ABResult.from_json(ab))
     assert out.getvalue().splitlines()[-1] == (
         "verdict: REGRESSION (trade-off): tpot_ms +285% paid for ttft_p50_ms 0.52x (exit 1: a "
         "gated metric is worse beyond tolerance, at the gate's 1% false-regression rate)"
@@ -179,7 +184,9 @@ def test_an_invalid_result_is_never_marked_with_the_passing_ones():
     assert ab_summary(ab_result(1.0), None).startswith("### ✅ servegate ab: PASS (exit 0): ")
     commit = {"sha": SHA_B, "short": SHA_B[:10], "subject": "x"}
     lost = {"suite": "s", "good": commit, "bad": commit, "culprit": None, "path": []}
-    assert bisect_summary(lost, None).startswith("### ⛔ servegate bisect: INVALID (exit 2): ")
+    assert bisect_summary(BisectResult.from_json(lost), None).startswith(
+        "### ⛔ servegate bisect: INVALID (exit 2): "
+    )
 
 
 def test_the_change_column_is_the_ratio_of_the_two_columns_beside_it():
@@ -239,17 +246,18 @@ def test_sweep_and_bisect_summaries_lead_with_their_verdict():
             "levels": {"c4": comp},
         },
     }
-    first = sweep_summary(sweep, None).splitlines()[0]
+    first = sweep_summary(SweepResult.from_json(sweep), None).splitlines()[0]
     assert "servegate sweep: REGRESSION (exit 1)" in first and "first regresses at c4" in first
     commit = {"sha": SHA_B, "short": SHA_B[:10], "subject": "cap prefill"}
     good = {"sha": SHA_A, "short": SHA_A[:10], "subject": "ok"}
     bisect = {"suite": "s", "good": good, "bad": commit, "culprit": commit, "path": [],
               "command": "harness bisect --good main~3"}  # fmt: skip
-    text = bisect_summary(bisect, "results/b.md")
+    text = bisect_summary(BisectResult.from_json(bisect), "results/b.md")
     assert "servegate bisect: NAMED (exit 0)" in text.splitlines()[0]
     assert "first bad commit bbbbbbbbbb cap prefill" in text.splitlines()[0]
     assert f"--good {SHA_A}" in text
-    lost = bisect_summary(bisect | {"culprit": None}, None).splitlines()[0]
+    lost = bisect_summary(BisectResult.from_json(bisect | {"culprit": None}), None)
+    lost = lost.splitlines()[0]
     assert "servegate bisect: INVALID (exit 2)" in lost
 
 

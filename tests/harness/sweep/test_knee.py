@@ -3,6 +3,8 @@ planning (harness/sweep/sweep.py): pure functions, no server."""
 
 import pytest
 
+from harness.results.run import Run
+from harness.results.sweep_result import CurvePoint
 from harness.sweep.knee import (
     KNEE_GAIN,
     Point,
@@ -63,28 +65,35 @@ def test_one_level_or_missing_values_give_no_knee():
     assert knee(curve([10, None, 10], [1, 2, 3], (1, 2, 4))) is None
 
 
+def points(medians: list[dict]) -> list[CurvePoint]:
+    return [CurvePoint(name=f"l{i}", level=2**i, rounds=1, valid=True, medians=m)
+            for i, m in enumerate(medians)]  # fmt: skip
+
+
 def test_goodput_is_the_highest_level_with_every_lower_level_meeting_the_slos():
     slos = [Slo("ttft_p95_ms", 2000)]
-    medians = [{"ttft_p95_ms": v} for v in (100, 900, 2000, 2001, 1500)]
+    medians = points([{"ttft_p95_ms": v} for v in (100, 900, 2000, 2001, 1500)])
     assert goodput([1, 2, 4, 8, 16], medians, slos) == 4  # 2000 meets "<= 2000"; 16 is noise
 
 
 def test_goodput_none_when_the_lowest_level_misses_or_no_slo_is_given():
-    medians = [{"ttft_p95_ms": 3000, "tok_s": 5}, {"ttft_p95_ms": 100, "tok_s": 9}]
+    medians = points([{"ttft_p95_ms": 3000, "tok_s": 5}, {"ttft_p95_ms": 100, "tok_s": 9}])
     assert goodput([1, 2], medians, [Slo("ttft_p95_ms", 2000)]) is None
     assert goodput([1, 2], medians, []) is None
 
 
 def test_throughput_slo_is_a_floor_and_every_slo_must_hold():
-    medians = [
-        {"ttft_p95_ms": 10, "tok_s": 5},
-        {"ttft_p95_ms": 20, "tok_s": 9},
-        {"ttft_p95_ms": 3000, "tok_s": 20},
-    ]
+    medians = points(
+        [
+            {"ttft_p95_ms": 10, "tok_s": 5},
+            {"ttft_p95_ms": 20, "tok_s": 9},
+            {"ttft_p95_ms": 3000, "tok_s": 20},
+        ]
+    )
     assert goodput([1, 2, 4], medians, [Slo("tok_s", 5)]) == 4
     assert goodput([1, 2, 4], medians, [Slo("tok_s", 5), Slo("ttft_p95_ms", 2000)]) == 2
     assert goodput([1, 2, 4], medians, [Slo("tok_s", 6)]) is None
-    assert goodput([1, 2], [{"ttft_p95_ms": None}, {}], [Slo("ttft_p95_ms", 1)]) is None
+    assert goodput([1, 2], points([{"ttft_p95_ms": None}, {}]), [Slo("ttft_p95_ms", 1)]) is None
 
 
 def test_parse_slos_accepts_repeats_and_commas_and_names_the_mistake():
@@ -139,13 +148,14 @@ def test_each_level_gets_its_own_seed_and_enough_requests():
 def test_a_reason_naming_another_level_does_not_invalidate_this_one():
     stats = {"ttft_p95_ms": 1.0}
     run = {
+        "summary": {},
         "workload": {"model": "m", "phases": [{"name": "c1"}, {"name": "c2"}]},
         "phases": {n: {"stats": stats, "memory": {"peak_rss_bytes": 7}} for n in ("c1", "c2")},
         "invalid_reasons": ["phase 'c2': all 16 requests failed"],
         "counters": {"c1": {"x": 1.0}},
         "server": {"startup_s": 1.5},
     }
-    levels = level_runs(run, ["c1", "c2"])
-    assert levels["c1"]["valid"] and not levels["c2"]["valid"]
-    assert levels["c1"]["summary"]["peak_rss_bytes"] == 7 and levels["c1"]["counters"] == {"x": 1.0}
-    assert levels["c1"]["fingerprint"] != levels["c2"]["fingerprint"]
+    levels = level_runs(Run.from_json(run), ["c1", "c2"])
+    assert levels["c1"].valid and not levels["c2"].valid
+    assert levels["c1"].summary["peak_rss_bytes"] == 7 and levels["c1"].counters == {"x": 1.0}
+    assert levels["c1"].fingerprint != levels["c2"].fingerprint
