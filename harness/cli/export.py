@@ -14,6 +14,7 @@ from harness.report.vllm_export import vllm_result
 from harness.results import store
 from harness.results.checked import check_exportable
 from harness.results.errors import ComparisonError
+from harness.results.run import Run
 from harness.results.saved import runs_of
 
 
@@ -52,7 +53,8 @@ def export(run_json, out, label, force):
     except (ComparisonError, OSError) as exc:
         raise InputError(str(exc)) from None
     for i, (run, path) in enumerate(zip(runs, paths, strict=True), 1):
-        write_atomic(path, strict_json(vllm_result(run, label), indent=1) + "\n")
+        said = vllm_result(Run.from_json(run, f"runs[{i - 1}]"), label)
+        write_atomic(path, strict_json(said, indent=1) + "\n")
         wanted = out.with_name(f"{out.stem}-{i}{out.suffix}")
         taken = f" ({wanted.name} exists: not replaced)" if i > 1 and path != wanted else ""
         click.echo(f"vLLM result: {path}{taken}")

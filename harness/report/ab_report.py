@@ -20,7 +20,7 @@ from harness.report import tables
 from harness.report.engagement import engagement
 from harness.report.headline import headline
 from harness.report.plots import (
-    arms_present,
+    arm_runs,
     plot_capacity,
     plot_rss,
     plot_ttft,
@@ -46,17 +46,10 @@ def slug(name: str, limit: int = 80) -> str:
     return f"{safe[: limit - 9].strip('-.')}-{digest}"
 
 
-def report_stem(ab: dict) -> str:
+def report_stem(ab: ABResult) -> str:
     """YYYY-MM-DD-<suite>-<base>-vs-<head>, from the result's own creation date."""
-    return "-".join(
-        [
-            slug(str(ab["created"])[:10]),
-            slug(ab["suite"]),
-            slug(ab["base"]["label"]),
-            "vs",
-            slug(ab["head"]["label"]),
-        ]
-    )
+    who = [slug(ab.created[:10]), slug(ab.suite), slug(ab.base.label), "vs", slug(ab.head.label)]
+    return "-".join(who)
 
 
 def _plain(obj: object) -> object:
@@ -105,14 +98,13 @@ def template_env() -> Environment:
     return env
 
 
-def render_markdown(ab: dict, plots: dict[str, str], no_plots: str = "") -> str:
-    """Markdown for a plain A/B result; `plots` maps 'rss'/'ttft' to file names beside it."""
+def render_markdown(result: ABResult, plots: dict[str, str], no_plots: str = "") -> str:
+    """Markdown for an A/B result; `plots` maps 'rss'/'ttft'/... to file names beside it."""
     env = template_env()
-    result = ABResult.from_json(ab)
     comparison, rounds = result.comparison, result.rounds
     said = headline(comparison)
     arms, arm_warnings = tables.arm_sections(result)
-    counter_arms, counter_rows, counter_folded = engagement(ab["rounds"])
+    counter_arms, counter_rows, counter_folded = engagement(arm_runs(rounds))
     machine, load, machine_warnings = tables.machine_and_load(rounds)
     load |= tables.sampler_and_prompts(rounds)
     return env.get_template("report.md.j2").render(
@@ -187,30 +179,32 @@ def write_report(ab_result: dict, out_dir: Path, rerender: bool = False) -> Path
     """Write <stem>.md, <stem>.json (slim), <stem>.raw.json.gz (everything) and the plots
     <stem>-rss.png / -ttft.png under out_dir; return the .md. A result read back without its
     raw file (a slim JSON alone) is rendered without plots."""
-    ab = to_plain(ab_result)
+    doc = to_plain(ab_result)
+    ab = ABResult.from_json(doc)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    stem = unique_stem(out_dir, report_stem(ab), ab["created"], rerender)
+    stem = unique_stem(out_dir, report_stem(ab), ab.created, rerender)
     try:
-        raw = write_result(ab, out_dir, stem)  # the data first
+        raw = write_result(doc, out_dir, stem)  # the data first, as it came
     finally:
         release(out_dir / f"{stem}.json")  # the name claimed, if it was never written
-    labels = {"base": ab["base"]["label"], "head": ab["head"]["label"], "null": "base again"}
+    labels = {"base": ab.base.label, "head": ab.head.label, "null": "base again"}
+    runs_of = arm_runs(ab.rounds)
     plots = {}
-    if raw and arms_present(ab["rounds"]):  # an arm that crashed before any run: nothing to plot
+    if raw and runs_of:  # an arm that crashed before any run: nothing to plot
         plots = {"ttft": f"{stem}-ttft.png"}
-        if not ab.get("simulated"):  # a simulation has no RSS timeline to draw
+        if not ab.simulated:  # a simulation has no RSS timeline to draw
             plots["rss"] = f"{stem}-rss.png"
-            plot_rss(ab["rounds"], labels, out_dir / plots["rss"])
-        plot_ttft(ab["rounds"], labels, out_dir / plots["ttft"])
-        if plot_windows(ab["rounds"], labels, out_dir / f"{stem}-time.png"):
+            plot_rss(runs_of, labels, out_dir / plots["rss"])
+        plot_ttft(runs_of, labels, out_dir / plots["ttft"])
+        if plot_windows(runs_of, labels, out_dir / f"{stem}-time.png"):
             plots["time"] = f"{stem}-time.png"
-        if plot_capacity(ab["rounds"], labels, out_dir / f"{stem}-capacity.png"):
+        if plot_capacity(runs_of, labels, out_dir / f"{stem}-capacity.png"):
             plots["capacity"] = f"{stem}-capacity.png"
     md = out_dir / f"{stem}.md"
     why = ""
-    if not raw and arms_present(ab["rounds"]):
-        why = f"Not drawn: the raw data ({ab.get('raw') or 'raw file'}) is not here."
+    if not raw and runs_of:
+        why = f"Not drawn: the raw data ({ab.raw or 'raw file'}) is not here."
     write_atomic(md, render_markdown(ab, plots, why))
     return md
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness.results.run import Run
 from harness.workload.expect import ExpectError, parse_series
 
-ARM_ORDER = ("base", "head", "null")
 DIFFERS = 0.10  # a series whose arm means differ by more than this fraction (and by >= 1)
 COUNTER_SUFFIXES = ("_total", "_count", "_sum")  # Prometheus naming: anything else is a gauge
 
@@ -21,10 +21,6 @@ class Row:
     why: str  # "expected", "differs" or "" (folded)
 
 
-def _runs(rounds: list[dict], arm: str) -> list[dict]:
-    return [r[arm] for r in rounds if r.get(arm) is not None]
-
-
 def _parse(series: str) -> tuple[str, frozenset]:
     try:
         name, labels = parse_series(series)
@@ -33,13 +29,13 @@ def _parse(series: str) -> tuple[str, frozenset]:
     return name, frozenset(labels)
 
 
-def expected_series(runs: list[dict]) -> dict[str, list[tuple[str, frozenset]]]:
+def expected_series(runs: list[Run]) -> dict[str, list[tuple[str, frozenset]]]:
     """Per phase, the (name, labels) of the series the suite's `expect` rules select."""
     out: dict[str, list[tuple[str, frozenset]]] = {}
     for run in runs:
-        for phase, body in (run.get("phases") or {}).items():
-            for outcome in body.get("expect") or []:
-                out.setdefault(phase, []).append(_parse(outcome["series"]))
+        for phase, body in (run.phases or {}).items():
+            for outcome in body.expect or []:
+                out.setdefault(phase, []).append(_parse(outcome.series))
     return out
 
 
@@ -60,18 +56,19 @@ def _cell(series: str, mean: float) -> str:
     return f"{mean:.4g}"
 
 
-def engagement(rounds: list[dict]) -> tuple[list[str], list[Row], list[Row]]:
-    """(arms, shown rows, folded rows): mean delta per (phase, series) for each arm. Only arms
-    that exported counters at all are compared (an arm without /metrics differs in nothing)."""
+def engagement(runs_of: dict[str, list[Run]]) -> tuple[list[str], list[Row], list[Row]]:
+    """(arms, shown rows, folded rows): mean delta per (phase, series) for each arm (`runs_of`:
+    each arm's runs). Only arms that exported counters at all are compared (an arm without
+    /metrics differs in nothing)."""
     sums: dict[tuple[str, str], dict[str, list[float]]] = {}
-    arms = [a for a in ARM_ORDER if _runs(rounds, a)]
+    arms = [a for a, runs in runs_of.items() if runs]
     for arm in arms:
-        for run in _runs(rounds, arm):
-            for phase, deltas in (run.get("counters") or {}).items():
+        for run in runs_of[arm]:
+            for phase, deltas in (run.counters or {}).items():
                 for series, value in deltas.items():
                     sums.setdefault((phase, series), {}).setdefault(arm, []).append(value)
     counting = {a for by_arm in sums.values() for a in by_arm}
-    expected = expected_series([run for a in arms for run in _runs(rounds, a)])
+    expected = expected_series([run for a in arms for run in runs_of[a]])
     shown: list = []
     folded: list = []
     for (phase, series), by_arm in sums.items():

@@ -10,9 +10,13 @@ from harness.escape import markdown
 from harness.report.summary import MARK
 from harness.report.tables import fmt_change, fmt_interval
 from harness.results import store
-from harness.results.checked import check_shard
+from harness.results.ab_result import ABResult
+from harness.results.bisect_result import BisectResult
+from harness.results.checked import SHARDS, check_shard, read_record
 from harness.results.comparison import Comparison
 from harness.results.errors import ComparisonError
+from harness.results.run import Run
+from harness.results.sweep_result import SweepResult
 from harness.results.verdicts import EXIT_CODES, EXIT_MEANING, INCONCLUSIVE_EXIT
 
 RANK = ("INVALID", "REGRESSION", "INCONCLUSIVE", "IMPROVEMENT", "PASS", "VALID", "NAMED")
@@ -38,18 +42,20 @@ class Shard:
     rows: tuple[Row, ...]
 
 
-def machine_name(doc: dict) -> str:
+def machine_name(result: ABResult | SweepResult | BisectResult) -> str:
     """The machine a result ran on, as a reader names it: CPU model and core count."""
-    rounds, more = (v if isinstance(v := doc.get(k), list) else [] for k in ("rounds", "runs"))
-    runs = [r.get(a) for r in rounds if isinstance(r, dict) for a in ("base", "head")]
-    runs += [r.get("run") for r in more if isinstance(r, dict)]  # a sweep's: rounds is a count
+    runs: list[Run | None] = []
+    if isinstance(result, ABResult):
+        runs = [run for r in result.rounds for run in (r.base, r.head)]
+    elif isinstance(result, SweepResult):
+        runs = [r.run for r in result.runs]
     for run in runs:
-        if isinstance(run, dict) and isinstance(m := run.get("machine"), dict):
-            return f"{m.get('cpu_model', '?')} x{m.get('logical_cores', '?')}"
+        if run is not None and (m := run.machine) is not None:
+            return f"{m.cpu_model or '?'} x{'?' if m.logical_cores is None else m.logical_cores}"
     return "unknown machine"
 
 
-def _metric_rows(comp: dict, suite: str, machine: str, source: str, where: str = "") -> list:
+def _metric_rows(comp: Comparison, suite: str, machine: str, source: str, where: str = "") -> list:
     return [
         Row(
             suite,
@@ -60,7 +66,7 @@ def _metric_rows(comp: dict, suite: str, machine: str, source: str, where: str =
             str(m.verdict),
             source,
         )  # fmt: skip
-        for m in Comparison.from_json(comp).metrics
+        for m in comp.metrics
     ]
 
 
@@ -96,27 +102,25 @@ def _read_shard(path: Path) -> Shard:
     if kind is None:
         raise ComparisonError(f"{path}: not an A/B, sweep or bisect result (schema {schema!r})")
     check_shard(doc, path, kind)  # each field merge reads, named when it is wrong
-    doc = store.migrate(doc, path)
-    suite, machine, name = doc["suite"], machine_name(doc), Path(path).name
-    if isinstance(doc.get("comparison"), dict):  # an A/B (harness ab or compare)
-        comp = doc["comparison"]
+    result = read_record(SHARDS[kind], store.migrate(doc, path), path)
+    suite, machine, name = result.suite, machine_name(result), Path(path).name
+    if isinstance(result, ABResult):  # an A/B (harness ab or compare)
+        comp = result.comparison
         rows = _metric_rows(comp, suite, machine, name)
-        return Shard(Path(path), "ab", comp["verdict"], int(comp["exit_code"]), tuple(rows))
-    if schema.startswith("servegate.sweep"):
-        j = doc["judgement"]
+        return Shard(Path(path), "ab", comp.verdict, comp.exit_code, tuple(rows))
+    if isinstance(result, SweepResult):
+        j = result.judgement
         rows = [
             row
-            for level, comp in (j.get("levels") or {}).items()
+            for level, comp in (j.levels or {}).items()
             for row in _metric_rows(comp, suite, machine, name, f"{level}: ")
         ]
-        return Shard(Path(path), "sweep", j["verdict"], int(j["exit_code"]), tuple(rows))
-    if schema.startswith("servegate.bisect"):
-        culprit = doc.get("culprit")
-        said = f"{culprit['short']} {culprit['subject']}" if culprit else "none named"
-        verdict, code = ("NAMED", 0) if culprit else ("INVALID", 2)
-        row = Row(suite, machine, "first bad commit", said, "", verdict, name)
-        return Shard(Path(path), "bisect", verdict, code, (row,))
-    raise ComparisonError(f"{path}: not an A/B, sweep or bisect result (schema {schema!r})")
+        return Shard(Path(path), "sweep", j.verdict, j.exit_code, tuple(rows))
+    culprit = result.culprit
+    said = f"{culprit.short} {culprit.subject}" if culprit else "none named"
+    verdict, code = ("NAMED", 0) if culprit else ("INVALID", 2)
+    row = Row(suite, machine, "first bad commit", said, "", verdict, name)
+    return Shard(Path(path), "bisect", verdict, code, (row,))
 
 
 def worst(shards: list[Shard]) -> tuple[str, int]:

@@ -8,40 +8,46 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.results.ab_result import Round
+from harness.results.run import Run
+
 ARM_COLORS = {"base": "#1f77b4", "head": "#d62728", "null": "#7f7f7f", "arm": "#1f77b4"}
 MIB = 2**20
+Runs = dict[str, list[Run]]  # each arm's runs, in round order
 
 
-def arms_present(rounds: list[dict]) -> list[str]:
-    return [a for a in ARM_COLORS if any(r.get(a) is not None for r in rounds)]
+def arm_runs(rounds: list[Round]) -> Runs:
+    """The runs of each arm that ran (in ARM_COLORS' order), in round order."""
+    out = {a: [run for r in rounds if (run := getattr(r, a, None)) is not None] for a in ARM_COLORS}
+    return {a: runs for a, runs in out.items() if runs}
 
 
-def plot_rss(rounds: list[dict], labels: dict[str, str], path: Path) -> Path:
+def plot_rss(runs_of: Runs, labels: dict[str, str], path: Path) -> Path:
     """One panel per arm, one line per run (RSS of the server's process tree over time), each
     run with its own phase marks (dashed, in the arm's colour); each phase is named once, at
     the median of its marks, on staggered rows so that close names do not overlap."""
-    arms = arms_present(rounds)
+    arms = list(runs_of)
     from matplotlib.figure import Figure  # half a second of import: only here
 
     fig = Figure(figsize=(9, 2.6 * len(arms) + 0.6), layout="constrained")
     axes = fig.subplots(len(arms), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
     for ax, arm in zip(axes, arms, strict=True):
-        runs = [r for r in rounds if r.get(arm) is not None and r[arm].get("timeline")]
+        timelines = [run.timeline for run in runs_of[arm] if run.timeline is not None]
         marks: dict[str, list[float]] = {}
-        for rnd in runs:
-            tl = rnd[arm]["timeline"]
-            start = tl["t"][0] if tl["t"] else 0.0  # each run aligned at its own first sample
-            t = np.asarray(tl["t"], dtype=float) - start
-            rss = np.asarray(tl["rss"], dtype=float) / MIB
+        for tl in timelines:
+            start = tl.t[0] if tl.t else 0.0  # each run aligned at its own first sample
+            t = np.asarray(tl.t, dtype=float) - start
+            rss = np.asarray(tl.rss, dtype=float) / MIB
             ax.plot(t, rss, color=ARM_COLORS[arm], alpha=0.55, lw=1)
             if rss.size:  # the run's sampled peak, where it happened
                 i = int(np.argmax(rss))
                 ax.plot(t[i], rss[i], "v", color=ARM_COLORS[arm], ms=6, mec="black", mew=0.5)
-            for at, phase in tl.get("marks", []):
+            for at, phase in tl.marks:
                 ax.axvline(at - start, color=ARM_COLORS[arm], ls="--", lw=0.7, alpha=0.5)
                 marks.setdefault(phase, []).append(at - start)
         _name_phases(ax, marks)
-        ax.set_title(f"{arm}: {labels.get(arm, arm)} ({len(runs)} runs)", loc="left", fontsize=10)
+        said = f"{arm}: {labels.get(arm, arm)} ({len(timelines)} runs)"
+        ax.set_title(said, loc="left", fontsize=10)
         ax.set_ylabel("RSS (MiB)")
         ax.grid(alpha=0.3)
     axes[-1].set_xlabel(
@@ -86,23 +92,16 @@ def _name_phases(ax, marks: dict[str, list[float]]) -> None:
         )
 
 
-def plot_ttft(rounds: list[dict], labels: dict[str, str], path: Path) -> Path:
+def plot_ttft(runs_of: Runs, labels: dict[str, str], path: Path) -> Path:
     """ECDF of per-request TTFT, pooled over each arm's runs (failed requests left out)."""
     from matplotlib.figure import Figure  # half a second of import: only here
 
     fig = Figure(figsize=(9, 4.2), layout="constrained")
     ax = fig.subplots()
     drawn = 0
-    for arm in arms_present(rounds):
+    for arm, runs in runs_of.items():
         ttft = np.array(
-            [
-                q["ttft_ms"]
-                for r in rounds
-                if r.get(arm) is not None
-                for q in r[arm].get("requests", [])
-                if q.get("ttft_ms") is not None
-            ],
-            dtype=float,
+            [q.ttft_ms for run in runs for q in run.requests if q.ttft_ms is not None], dtype=float
         )
         if ttft.size == 0:
             continue
@@ -136,33 +135,36 @@ def plot_ttft(rounds: list[dict], labels: dict[str, str], path: Path) -> Path:
     return path
 
 
-def window_series(rounds: list[dict], arm: str) -> dict[str, list[tuple[float, float]]]:
+WINDOW_METRICS = ("ttft_p50_ms", "itl_p50_ms")
+
+
+def window_series(runs: list[Run]) -> dict[str, list[tuple[float, float]]]:
     """Per metric, (seconds into the run, the median over the arm's runs) of each phase's time
     slice: the runs' slices of one phase line up by their index."""
-    slices: dict[tuple[int, int], dict[str, list[float]]] = {}
-    for r in rounds:
-        run = r.get(arm)
-        for p, phase in enumerate(((run or {}).get("phases") or {}).values()):
-            for w in phase.get("windows") or []:
-                got = slices.setdefault((p, round(w["from_s"], 3)),
-                                        {"t": [], "ttft_p50_ms": [], "itl_p50_ms": []})  # fmt: skip
-                got["t"].append(phase["window"][0] + w["from_s"])
-                for m in ("ttft_p50_ms", "itl_p50_ms"):
-                    if w.get(m) is not None:
-                        got[m].append(w[m])
-    out: dict[str, list[tuple[float, float]]] = {"ttft_p50_ms": [], "itl_p50_ms": []}
-    for _, got in sorted(slices.items()):
+    slices: dict[tuple[int, float], tuple[list[float], dict[str, list[float]]]] = {}
+    for run in runs:
+        for p, phase in enumerate((run.phases or {}).values()):
+            start = (phase.window or [0.0])[0]
+            for w in phase.windows or []:
+                t, got = slices.setdefault((p, round(w.from_s, 3)),
+                                           ([], {m: [] for m in WINDOW_METRICS}))  # fmt: skip
+                t.append(start + w.from_s)
+                for m in WINDOW_METRICS:
+                    if (value := getattr(w, m)) is not None:
+                        got[m].append(value)
+    out: dict[str, list[tuple[float, float]]] = {m: [] for m in WINDOW_METRICS}
+    for _, (t, got) in sorted(slices.items()):
         for m in out:
             if got[m]:
-                out[m].append((float(np.median(got["t"])), float(np.median(got[m]))))
+                out[m].append((float(np.median(t)), float(np.median(got[m]))))
     return out
 
 
-def plot_windows(rounds: list[dict], labels: dict[str, str], path: Path) -> Path | None:
+def plot_windows(runs_of: Runs, labels: dict[str, str], path: Path) -> Path | None:
     """TTFT p50 and ITL p50 per 10-second slice of each phase, the median over each arm's
     runs, against seconds into the run: warm-up and drift at a glance. None when no run
     kept slices."""
-    series = {arm: window_series(rounds, arm) for arm in arms_present(rounds)}
+    series = {arm: window_series(runs) for arm, runs in runs_of.items()}
     if not any(pts for s in series.values() for pts in s.values()):
         return None
     from matplotlib.figure import Figure
@@ -185,12 +187,12 @@ def plot_windows(rounds: list[dict], labels: dict[str, str], path: Path) -> Path
     return path
 
 
-def plot_capacity(rounds: list[dict], labels: dict[str, str], path: Path) -> Path | None:
+def plot_capacity(runs_of: Runs, labels: dict[str, str], path: Path) -> Path | None:
     """Each run's capacity search: the levels it tried, in order, against the share of their
     requests that met the SLO (filled: met), and the share a level needs. None when no run
     searched."""
-    searches = [(arm, r[arm]["capacity"]) for r in rounds for arm in arms_present(rounds)
-                if r.get(arm) and (r[arm].get("capacity") or {}).get("levels")]  # fmt: skip
+    searches = [(arm, run.capacity) for arm, runs in runs_of.items() for run in runs
+                if run.capacity is not None and run.capacity.levels]  # fmt: skip
     if not searches:
         return None
     from matplotlib.figure import Figure
@@ -199,21 +201,22 @@ def plot_capacity(rounds: list[dict], labels: dict[str, str], path: Path) -> Pat
     ax = fig.subplots()
     named = set()
     for arm, found in searches:
-        levels = found["levels"]
-        x, y = [lv["level"] for lv in levels], [lv["attained"] for lv in levels]
+        levels = found.levels
+        x, y = [lv.level for lv in levels], [lv.attained for lv in levels]
         color = ARM_COLORS[arm]
         label = None if arm in named else f"{arm}: {labels.get(arm, arm)}"
         named.add(arm)
         ax.plot(x, y, "-", color=color, alpha=0.35, lw=1, label=label)
         for lv in levels:
-            ax.plot(lv["level"], lv["attained"], "o", ms=5, color=color,
-                    mfc=color if lv["met"] else "white")  # fmt: skip
-    need = searches[0][1].get("attainment", 0.95)
+            ax.plot(lv.level, lv.attained, "o", ms=5, color=color,
+                    mfc=color if lv.met else "white")  # fmt: skip
+    first = searches[0][1]
+    need = first.attainment if first.attainment is not None else 0.95
     ax.axhline(need, color="black", ls=":", lw=0.8)
     ax.annotate(f"meets the SLO: {need:.0%} of requests within every limit", (0, need),
                 xycoords=("axes fraction", "data"), xytext=(3, 3), textcoords="offset points",
                 fontsize=8)  # fmt: skip
-    mode = searches[0][1].get("mode", "rate")
+    mode = first.mode or "rate"
     ax.set_xscale("log", base=2)
     ax.set_xlabel("clients (closed loop)" if mode == "concurrency" else "requests/s offered")
     ax.set_ylabel("share of requests within the SLO")

@@ -12,8 +12,9 @@ from rich.table import Table
 from harness.escape import terminal
 from harness.report.headline import MOVED, headline
 from harness.report.tables import fmt_value
+from harness.results.ab_result import ABResult
 from harness.results.bisect_result import BisectResult
-from harness.results.comparison import Comparison, MetricResult
+from harness.results.comparison import MetricResult
 from harness.results.metrics import CATALOGUE, Method
 from harness.results.run import Run
 
@@ -39,10 +40,10 @@ def shown(text: object) -> str:
     return escape(terminal(text))
 
 
-def print_verdict(console: Console, ab: dict) -> None:
-    comp = Comparison.from_json(ab["comparison"])
+def print_verdict(console: Console, ab: ABResult) -> None:
+    comp = ab.comparison
     said = headline(comp)
-    table = Table(title=shown(f"{ab['suite']}: {ab['base']['label']} vs {ab['head']['label']}"))
+    table = Table(title=shown(f"{ab.suite}: {ab.base.label} vs {ab.head.label}"))
     for col in ("metric", "base", "head", "ratio", "95% CI", "tol", "verdict"):
         table.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
     for m in comp.metrics:
@@ -65,9 +66,9 @@ def print_verdict(console: Console, ab: dict) -> None:
             _say(console, terminal(f"PASS: {m.name} {changed[m.name]}"))
     for line in said.invalid + said.warnings:
         _say(console, f"- {terminal(line)}")
-    if crash := ab.get("crash"):
-        tail = terminal(crash.get("log_tail", ""), multiline=True)
-        _say(console, f"crash: {terminal(crash['message'])}\n{tail}")
+    if crash := ab.crash:
+        tail = terminal(crash.log_tail, multiline=True)
+        _say(console, f"crash: {terminal(crash.message)}\n{tail}")
     _say(console, terminal(said.line), soft_wrap=True)  # one line at any width: scripts grep it
 
 

@@ -9,6 +9,7 @@ from datetime import datetime
 import numpy as np
 
 from harness.load.record import RequestRecord
+from harness.results.run import PhaseFacts, Run
 
 PERCENTILES = (50, 90, 95, 99)
 METRICS = ("ttft", "tpot", "itl", "e2el")
@@ -25,9 +26,13 @@ def _stats(name: str, values_ms: list[float]) -> dict[str, float]:
         return out | {f"p{p}_{name}_ms": float(np.percentile(xs, p)) for p in PERCENTILES}
 
 
-def vllm_result(run: dict, label: str = "servegate") -> dict:
+def _known(request: dict) -> dict:
+    return {k: v for k, v in request.items() if v is not None}  # what it left out: defaults
+
+
+def vllm_result(run: Run, label: str = "servegate") -> dict:
     """One run record (docs/run-json.md) as vLLM's result JSON."""
-    records = [RequestRecord.from_dict(r) for r in run.get("requests", [])]
+    records = [RequestRecord.from_dict(_known(r.to_json())) for r in run.requests]
     ok = [r for r in records if r.ok]
     spans: dict[str, tuple[float, float]] = {}
     for r in ok:  # each phase's first send to last completion, as the run's tok_s
@@ -42,28 +47,26 @@ def vllm_result(run: dict, label: str = "servegate") -> dict:
         "itl": [g * 1e3 for r in ok for g in r.itl_s],
         "e2el": [r.e2e_s * 1e3 for r in ok if r.e2e_s is not None],
     }
-    phases = (run.get("workload") or {}).get("phases") or [{}]
+    phases = (run.workload.phases if run.workload else None) or [PhaseFacts()]
     first = phases[0]
-    summary = run.get("summary") or {}
+    started = run.started_at
     result = {
-        "date": datetime.fromisoformat(run["started_at"]).strftime("%Y%m%d-%H%M%S")
-        if run.get("started_at")
-        else None,
-        "backend": "openai-chat" if first.get("endpoint") == "chat" else "openai",
+        "date": datetime.fromisoformat(started).strftime("%Y%m%d-%H%M%S") if started else None,
+        "backend": "openai-chat" if first.endpoint == "chat" else "openai",
         "label": label,
-        "model_id": (run.get("server") or {}).get("served_model"),
-        "tokenizer_id": run.get("prompt_tokenizer"),
+        "model_id": run.server.served_model if run.server else None,
+        "tokenizer_id": run.prompt_tokenizer,
         "num_prompts": len(records),
-        "request_rate": first.get("rate") if first.get("arrival") == "rate" else "inf",
-        "burstiness": first.get("burstiness", 1.0),
-        "max_concurrency": first.get("clients"),
+        "request_rate": first.rate if first.arrival == "rate" else "inf",
+        "burstiness": 1.0 if first.burstiness is None else first.burstiness,
+        "max_concurrency": first.clients,
         "duration": duration,
         "completed": len(ok),
         "failed": len(records) - len(ok),
         "total_input_tokens": input_tokens,
         "total_output_tokens": output_tokens,
         "request_throughput": len(ok) / duration if duration else 0.0,
-        "request_goodput": summary.get("goodput_req_s"),
+        "request_goodput": run.summary.get("goodput_req_s"),
         "output_throughput": output_tokens / duration if duration else 0.0,
         "total_token_throughput": (input_tokens + output_tokens) / duration if duration else 0.0,
         "input_lens": [r.prompt_tokens for r in records],

@@ -7,6 +7,7 @@ are not read by any verb and are left alone."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypeVar
 
 from harness.results.ab_result import ABResult
 from harness.results.bisect_result import BisectResult
@@ -15,11 +16,23 @@ from harness.results.record import Record
 from harness.results.run import Run, RunFile
 from harness.results.sweep_result import SweepResult
 
+R = TypeVar("R", bound=Record)
+SHARDS: dict[str, type[ABResult] | type[SweepResult] | type[BisectResult]] = {
+    "ab": ABResult,
+    "sweep": SweepResult,
+    "bisect": BisectResult,
+}
+
 
 def _checked(path: Path, reads: list[tuple[type[Record], object, str]]) -> None:
+    for record, doc, where in reads:
+        read_record(record, doc, path, where)
+
+
+def read_record(record: type[R], doc: object, path: Path, where: str = "the result") -> R:
+    """`doc` as `record`, or one ComparisonError line naming the file and the field."""
     try:
-        for record, doc, where in reads:
-            record.from_json(doc, where)
+        return record.from_json(doc, where)
     except ComparisonError as exc:
         raise ComparisonError(f"{path}: {str(exc).removeprefix('the result.')}") from None
 

@@ -11,12 +11,13 @@ import pytest
 
 from harness.report.ab_report import rerender_report, slug, write_report
 from harness.report.engagement import engagement
-from harness.report.plots import label_rows
+from harness.report.plots import arm_runs, label_rows
+from harness.results.ab_result import Round
 from harness.results.errors import ComparisonError
 from harness.runs.offline import compare_saved
 from harness.stats.compare import compare_rounds
 
-from helpers.fake_runs import realistic_run
+from helpers.fake_runs import crashed, realistic_run
 
 TOLERANCES = {"ttft_p50_ms": 0.10, "ttft_p95_ms": 0.10, "tok_s": 0.10, "peak_rss_bytes": 0.05}
 SECTIONS = [
@@ -68,7 +69,7 @@ def ab_result(*, head_ttft=3300.0, head_commit="bbb2222", crash=None, rounds=4) 
         "base": arm("main", "aaa1111deadbeef"),
         "head": arm("feat/prefill|cap", "bbb2222feedface"),
         "rounds": rnds,
-        "comparison": compare_rounds(rnds, TOLERANCES, 64 * 2**20, crash=crash),
+        "comparison": compare_rounds(rnds, TOLERANCES, 64 * 2**20, crash=crashed(crash)),
         "command": "harness ab --base main --head feat/prefill --suite chat-4c --rounds 4",
         "created": "2026-07-14T09:30:00+00:00",
         "crash": crash,
@@ -157,7 +158,8 @@ def test_warns_when_an_arm_reports_another_commit(tmp_path):
 
 
 def test_crash_is_invalid_with_the_log_tail(tmp_path):
-    crash = {"arm": "head", "log_tail": "RuntimeError: out of memory\nKilled"}
+    crash = {"arm": "head", "round": 2, "message": "server exited with code -9 under load",
+             "log_tail": "RuntimeError: out of memory\nKilled"}  # fmt: skip
     text = write_report(ab_result(crash=crash), tmp_path).read_text()
     assert text.startswith("# INVALID: exit 2 (")
     assert "invalid: arm head crashed" in text
@@ -202,13 +204,14 @@ def test_engagement_shows_expected_and_differing_series_and_folds_the_rest():
             "engine_queue_depth": steps,  # a gauge: its delta means little
         }
         return {
+            "summary": {},
             "phases": {"load": {"expect": [rule]}},
             "counters": {"load": deltas} if counters else {},
         }
 
     # null stands for a server without /metrics: it differs in nothing
     rounds = [{"base": run(100), "head": run(150), "null": run(0, False)} for _ in range(2)]
-    arms, shown, folded = engagement(rounds)
+    arms, shown, folded = engagement(arm_runs([Round.from_json({"round": 1} | r) for r in rounds]))
     assert arms == ["base", "head", "null"]
     assert [(r.series, r.why) for r in shown] == [
         ('engine_prefill_forwards_total{path="batched"}', "expected"),

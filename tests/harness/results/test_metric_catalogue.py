@@ -14,6 +14,7 @@ from harness.load.metrics import run_summary
 from harness.load.record import RequestRecord
 from harness.report.tables import metric_rows
 from harness.report.terminal import print_verdict
+from harness.results.ab_result import ABResult
 from harness.results.errors import ComparisonError
 from harness.results.metrics import CATALOGUE, GATEABLE, SUMMARY_KEYS, Method, metric
 from harness.stats.compare import compare_rounds
@@ -86,13 +87,17 @@ def test_the_terminal_and_the_report_show_the_same_values_and_units():
     (row,) = metric_rows(comparison)
     assert row["base"] == "110.0 ms" and row["head"] == "119.4 ms"  # what head/base is of
     out = io.StringIO()
+    arm = {"ref": None, "cmd": None, "flags": None, "env": None}
     ab = {
         "suite": "s",
-        "base": {"label": "a"},
-        "head": {"label": "b"},
+        "created": "2026-12-05T00:00:00+00:00",
+        "base": arm | {"label": "a"},
+        "head": arm | {"label": "b"},
+        "rounds": [],
+        "crash": None,
         "comparison": comparison.to_json(),
     }
-    print_verdict(Console(file=out, width=200), ab)
+    print_verdict(Console(file=out, width=200), ABResult.from_json(ab))
     line = next(x for x in out.getvalue().splitlines() if "ttft_p50_ms" in x)
     cells = [c.strip() for c in re.split("[│|]", line) if c.strip()]
     assert cells[1:4] == ["110.0 ms", "119.4 ms", row["ratio"]], line
