@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from harness.results.ab_result import Crash
 from harness.results.comparison import Comparison, MetricResult
 from harness.results.verdicts import Verdict
 
@@ -134,13 +135,14 @@ def judge_step(
 ) -> tuple[Mark, str]:
     """Mark a candidate from its A/B against good (`step` is runs/ab.py's outcome: rounds, crash,
     comparison). BisectError when the good arm itself failed: nothing can be measured then."""
-    crash, rounds = step.get("crash"), step["rounds"]
-    if (crash and crash["arm"] == "base") or _arm_failed(rounds, "base"):
-        why = crash["message"] if crash and crash["arm"] == "base" else "an invalid run"
+    crash = Crash.from_json(step["crash"]) if step.get("crash") else None
+    rounds = step["rounds"]
+    if (crash and crash.arm == "base") or _arm_failed(rounds, "base"):
+        why = crash.message if crash and crash.arm == "base" else "an invalid run"
         raise BisectError(f"the good commit failed while measuring a candidate: {why}")
     if crash:
-        last = (crash.get("log_tail") or "").strip().splitlines()[-1:]
-        return Mark.SKIP, ": ".join([crash["message"], *last])
+        last = crash.log_tail.strip().splitlines()[-1:]
+        return Mark.SKIP, ": ".join([crash.message, *last])
     comparison = Comparison.from_json(step["comparison"])
     if _arm_failed(rounds, "head"):
         return Mark.SKIP, comparison.invalid[0] if comparison.invalid else "invalid run"

@@ -4,6 +4,7 @@ the way, bad input)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -14,6 +15,7 @@ from harness.arms.project import ProjectError
 from harness.arms.worktrees import RefError
 from harness.bisect.bisect import BisectError
 from harness.bisect.bisect_report import headline, summary, write_bisect_report
+from harness.bisect.bisector import Step
 from harness.cli.bisect_steps import Asked, bisector_for, plan_bisect, print_search
 from harness.cli.command_line import harness_command
 from harness.cli.errors import EXIT_INVALID, input_error
@@ -125,19 +127,21 @@ def bisect(**options):
         if (partial := bisector.so_far(commits)) is None:
             interrupted(f"each step's runs are kept beside its logs in {bisector.log_dir}")
         console.print("interrupted: every server was stopped")
-        data = summary(partial, suite, good, command) | {"interrupted": True}
+        data = replace(summary(partial, suite, good, command), interrupted=True)
         finish(bisect_ending(data, None, asked.out_dir, interrupted=True), asked.summary_file)
     data = summary(outcome, suite, good, command)
     finish(bisect_ending(data, outcome.final, asked.out_dir), asked.summary_file)
 
 
-def bisect_ending(data: dict, final, out_dir: Path, interrupted: bool = False) -> Ending:
+def bisect_ending(
+    data: BisectResult, final: Step | None, out_dir: Path, interrupted: bool = False
+) -> Ending:
     """A bisect that named its commit exits 0; one that could not (or was stopped), 2."""
-    named = data.get("culprit") is not None and not interrupted
+    named = data.culprit is not None and not interrupted
 
     def show() -> None:
         out = Console(width=140)
-        print_path(out, BisectResult.from_json(data))
+        print_path(out, data)
         out.print(terminal(headline(data)), markup=False, highlight=False)
 
     return Ending(

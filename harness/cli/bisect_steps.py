@@ -95,7 +95,7 @@ def print_search(search: Search) -> None:
 def bisector_for(search: Search, a: Asked, command: str, console: Console) -> Bisector:
     def announce(step: Step, followed: list[str]) -> None:
         row = step_row(step, followed)
-        what = f"{row['ratio']} {row['ci']} {row['verdict']}"
+        what = f"{row.ratio} {row.ci} {row.verdict}"
         said = f"{step.role} {step.head.short} {step.head.subject[:50]}: {what} -> {step.mark}"
         console.print(terminal(f"{said} ({step.wall_s:.0f} s)"), markup=False, highlight=False)
 

@@ -52,4 +52,5 @@ class BisectResult(Record):
     unresolved: list[Step] = field(default_factory=list)
     final: Step | None = None
     final_report: str | None = None
+    budget_ended: str | None = None
     interrupted: bool | None = None  # stopped by a signal before it named a commit

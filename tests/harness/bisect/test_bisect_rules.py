@@ -260,11 +260,11 @@ def test_skipped_and_unresolved_neighbours_leave_suspects_and_the_report_says_so
     assert out.suspects == commits[1:4]
     data = summary(out, "boundary-spill", good, "harness bisect ...")
     assert headline(data).startswith("no single first bad commit: it is one of")
-    assert [s["head"]["sha"] for s in data["skipped"]] == [commits[1].sha]
-    assert [s["head"]["sha"] for s in data["unresolved"]] == [commits[2].sha]
+    assert [s.head.sha for s in data.skipped] == [commits[1].sha]
+    assert [s.head.sha for s in data.unresolved] == [commits[2].sha]
     md = write_bisect_report(data, None, tmp_path)
     text = md.read_text()
-    assert md.name.startswith(data["created"][:10] + "-bisect-boundary-spill-")
+    assert md.name.startswith(str(data.created)[:10] + "-bisect-boundary-spill-")
     assert text.startswith("# no single first bad commit")
     assert "unresolved `" + commits[2].short in text and "skipped `" + commits[1].short in text
     assert json.loads(md.with_suffix(".json").read_text())["suspects"][2]["sha"] == commits[3].sha
