@@ -3,6 +3,7 @@ Exit codes: 0 pass, 1 regression, 2 invalid run, infrastructure failure or serve
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 import click
@@ -34,6 +35,7 @@ from harness.cli.outputs import (
 from harness.report.ab_report import to_plain, write_report
 from harness.report.summary import ab_summary
 from harness.report.terminal import print_verdict
+from harness.results.ab_result import ABResult
 from harness.results.errors import ComparisonError
 from harness.results.saved import load_result
 from harness.runs.ab import ab_result, finished
@@ -43,12 +45,14 @@ from harness.stats.compare import judged_again
 
 
 def ab_ending(result: dict, out_dir: Path, interrupted: bool = False) -> Ending:
-    """How an A/B (or an offline compare, or a re-rendered report) ends."""
+    """How an A/B (or an offline compare, or a re-rendered report) ends: the verdict as the
+    gate gave it, then the views of the result's record (read when first shown)."""
     comp = result["comparison"]
+    record = cache(lambda: ABResult.from_json(to_plain(result)))
     return Ending(
         comp["verdict"],
         comp["exit_code"],
-        show=lambda: print_verdict(Console(width=120), result),
+        show=lambda: print_verdict(Console(width=120), record()),
         write_report=lambda: write_report(result, out_dir),
         summary=lambda report: ab_summary(to_plain(result), report),
         interrupted=interrupted,

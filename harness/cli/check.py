@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import NoReturn
 
 import click
 from rich.console import Console
@@ -34,7 +35,9 @@ from harness.cli.options import (
 from harness.cli.outputs import OutputError, fresh_dir, writable_dir
 from harness.cli.plan_lines import rounds_line, servers_line
 from harness.escape import terminal
+from harness.report.ab_report import to_plain
 from harness.report.display import LiveProgress
+from harness.results.run import Run
 from harness.runs.cold import measure_cold, server_log
 from harness.runs.first_request import first_request
 from harness.runs.measure import start_arm
@@ -113,16 +116,19 @@ def check(
         log_dir = fresh_dir(Path("results") / "logs" / "check")  # this check's own
     except (SuiteError, ArmError, RefError, ProjectError, OutputError) as exc:
         raise input_error(exc) from None
-    click.echo(terminal(f"{plan.desc['label']}: {_built(built)}"))
+    click.echo(terminal(f"{plan.desc.label}: {_built(built)}"))
     _ask(console, plan, log_dir, ready_timeout, quiet)
     progress = lambda label: LiveProgress(console, label, disabled=quiet)  # noqa: E731
-    run, crash = measure_cold(suite, plan, log_dir, round_no=1, label="cold run ",
-                              progress=progress, ready_timeout_s=ready_timeout)  # fmt: skip
-    if crash:
-        _failed(console, f"the cold run of {suite.name} failed: {crash['message']}",
-                crash["log_tail"])  # fmt: skip
-    if not run["valid"]:
-        reasons = "; ".join(run.get("invalid_reasons") or []) or "no reason given"
+    measured, crash = measure_cold(suite, plan, log_dir, round_no=1, label="cold run ",
+                                   progress=progress, ready_timeout_s=ready_timeout)  # fmt: skip
+    if crash or measured is None:
+        why = crash.message if crash else "no run"
+        _failed(
+            console, f"the cold run of {suite.name} failed: {why}", crash.log_tail if crash else ""
+        )
+    run = Run.from_json(to_plain(measured), "the cold run")
+    if not run.valid:
+        reasons = "; ".join(run.invalid_reasons) or "no reason given"
         _failed(console, f"the cold run of {suite.name} was invalid: {reasons}", "")
     looks = Schedule.plan(rounds, max_rounds, block=len(devices) if len(devices) > 1 else 1).looks
     _say_gate(run, suite.name, ref, plans, residency, devices, looks, extend_to)
@@ -138,10 +144,15 @@ def _built(built) -> str:
     return f"built in {built.seconds:.1f} s"
 
 
-def _say_gate(run: dict, suite: str, ref, plans, residency, devices, looks, extend_to) -> None:
+def _times(run: Run) -> tuple[float, float]:
+    """(the cold run's seconds, its server's seconds to start)."""
+    return run.duration_s or 0.0, (run.server.startup_s if run.server else None) or 0.0
+
+
+def _say_gate(run: Run, suite: str, ref, plans, residency, devices, looks, extend_to) -> None:
     """The cold run's length, then the plan of `harness ab` on this project."""
-    click.echo(f"cold run: {run['duration_s']:.1f} s ({run['server']['startup_s']:.1f} s to "
-               "start, then the load)")  # fmt: skip
+    seconds, start = _times(run)
+    click.echo(f"cold run: {seconds:.1f} s ({start:.1f} s to start, then the load)")
     click.echo(terminal(f"arms: base (the pull request's base) and head ({ref}), each built "
                         "once and started cold in every round"))  # fmt: skip
     click.echo(terminal(f"suite: {suite}"))
@@ -152,7 +163,7 @@ def _say_gate(run: dict, suite: str, ref, plans, residency, devices, looks, exte
 def _ask(console: Console, plan, log_dir: Path, ready_timeout: float | None, quiet: bool) -> None:
     """Start the arm, send it one streamed chat request, say what came back, stop it; a start
     or a request that fails is exit 2 with the server log's tail."""
-    label, arm = plan.desc["label"], plan.arm
+    label, arm = plan.desc.label, plan.arm
     try:
         with LiveProgress(console, "start ", disabled=quiet) as progress:
             started = start_arm(arm, server_log(log_dir, 0, "check"), ready_timeout, progress)
@@ -178,12 +189,12 @@ def _ask(console: Console, plan, log_dir: Path, ready_timeout: float | None, qui
     ))  # fmt: skip
 
 
-def _cost(run: dict, plans: dict, looks: tuple, built, at_once_together: bool, devices: tuple,
+def _cost(run: Run, plans: dict, looks: tuple, built, at_once_together: bool, devices: tuple,
           budget_minutes: float | None) -> None:  # fmt: skip
     """The minutes of one round and of the gate, from the cold run's time."""
     how = AT_ONCE if len(devices) > 1 else TOGETHER if at_once_together else ONE_AT_A_TIME
     build_s = built.seconds if built else 0.0
-    cost = estimate(run["duration_s"], run["server"]["startup_s"], how, looks[0], looks[-1],
+    cost = estimate(*_times(run), how, looks[0], looks[-1],
                     build_s, len(plans))  # fmt: skip
     click.echo(f"one round: {_minutes(cost.round_s)} ({len(plans)} arms, {how})")
     builds = (
@@ -218,7 +229,7 @@ def _minutes(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 60 else f"{seconds / 60:.1f} min"
 
 
-def _failed(console: Console, message: str, tail: str) -> None:
+def _failed(console: Console, message: str, tail: str) -> NoReturn:
     """One error line, the server log's tail below it, exit 2 (as `harness run` ends)."""
     console.print(f"[bold red]error:[/] {shown(one_line(message))}", highlight=False,
                   soft_wrap=True)  # fmt: skip

@@ -253,14 +253,14 @@ def _run(suite, plan, out: Path, repeat: int, ready_timeout: float | None, quiet
         if exc.log_tail:
             tail = terminal(exc.log_tail, multiline=True)
             console.print(f"server log tail:\n{tail}", markup=False, highlight=False)
-        _keep(runs, plan.desc, out, console)
+        _keep(runs, plan.desc.to_json(), out, console)
         sys.exit(EXIT_INVALID)
     except KeyboardInterrupt:
         console.print("interrupted: the server was stopped", highlight=False)
-        _keep(runs, plan.desc, out, console)
+        _keep(runs, plan.desc.to_json(), out, console)
         sys.exit(signals.exit_code())
     try:
-        store.save({"arm": plan.desc, "runs": runs}, out, indent=1)
+        store.save({"arm": plan.desc.to_json(), "runs": runs}, out, indent=1)
     except OSError as exc:
         raise InputError(f"run JSON not written: {out}: {exc.strerror or exc}") from None
     print_run(Console(), [Run.from_json(r, f"runs[{i}]") for i, r in enumerate(runs)])

@@ -41,14 +41,14 @@ def print_plan(
     for each arm instead of its server (raises SimError for an arm it cannot simulate)."""
     for name, plan in plans.items():
         d = plan.desc
-        where = f" commit {d['commit']}" if d.get("commit") else ""
-        what = f"serve: {d['cmd']}" if d.get("cmd") else f"running at {plan.arm.url}"
+        where = f" commit {d.commit}" if d.commit else ""
+        what = f"serve: {d.cmd}" if d.cmd else f"running at {plan.arm.url}"
         if sim is not None:
             argv = sim_argv(plan.arm, sim, "WORKLOAD.json")
             what = f"simulate: {shlex.join(argv)} in {plan.arm.cwd}"
-        flags = " ".join(d.get("flags") or []) or "(none)"
-        env = " ".join(f"{k}={v}" for k, v in (d.get("env") or {}).items())
-        line = f"{name}: {d['label']}{where} | {what} | flags: {flags}" + (
+        flags = " ".join(d.flags or []) or "(none)"
+        env = " ".join(f"{k}={v}" for k, v in (d.env or {}).items())
+        line = f"{name}: {d.label}{where} | {what} | flags: {flags}" + (
             f" | env: {env}" * bool(env)
         )
         click.echo(terminal(line))

@@ -25,6 +25,7 @@ from harness.cli.errors import EXIT_INVALID, InputError, input_error
 from harness.cli.options import COSTS
 from harness.cli.outputs import OutputError, writable_file
 from harness.files import strict_json, write_atomic
+from harness.report.ab_report import to_plain
 from harness.report.display import LiveProgress
 from harness.report.terminal import print_run
 from harness.results.run import Run
@@ -97,18 +98,21 @@ def run_command(suite_name, costs, flags, model, ref, out) -> None:
     )
     result = _guard(lambda: sim_run(suite, plan.arm, costs))
     try:
-        write_atomic(out, strict_json({"arm": plan.desc, "runs": [result]}, indent=1) + "\n")
+        write_atomic(
+            out, strict_json({"arm": plan.desc.to_json(), "runs": [result]}, indent=1) + "\n"
+        )
     except OSError as exc:
         raise InputError(f"run JSON not written: {out}: {exc.strerror or exc}") from None
-    print_run(Console(), [Run.from_json(result, "the run")])
-    s = result["simulated"]
-    click.echo(f"simulated with {s['name']} ({s['source']}) in {s['wall_s']:.2f} s")
+    run = Run.from_json(result, "the run")
+    print_run(Console(), [run])
+    s = run.simulated or {}
+    click.echo(f"simulated with {s.get('name')} ({s.get('source')}) in {s.get('wall_s', 0):.2f} s")
     click.echo(f"run JSON: {out}")
-    if not result["valid"]:
+    if not run.valid:
         sys.exit(EXIT_INVALID)
 
 
-def _real(suite: Suite, arm: Arm, trace: Path | None, quiet: bool, label: str = "") -> dict:
+def _real(suite: Suite, arm: Arm, trace: Path | None, quiet: bool, label: str = "") -> Run:
     if trace is not None:
         arm = replace(arm, flags=f"{arm.flags} --step-trace {shlex.quote(str(trace))}".strip())
     with tempfile.TemporaryDirectory(prefix="servegate-sim-") as logs:
@@ -116,7 +120,7 @@ def _real(suite: Suite, arm: Arm, trace: Path | None, quiet: bool, label: str = 
         title = f"{label or suite.name} (real) "
         with LiveProgress(Console(stderr=True), title, disabled=quiet) as progress:
             try:
-                return run_arm(suite, arm, log, progress)
+                return Run.from_json(to_plain(run_arm(suite, arm, log, progress)), "the run")
             except LaunchError as exc:
                 raise InputError(f"{suite.name}: {exc}") from None
 
@@ -145,16 +149,20 @@ def _validate(cases, costs, repeat: int, quiet: bool, reals=None, traces=None):
         for i, (case, suite, arm) in enumerate(cases)
     ]  # fmt: skip
     for i, (case, suite, arm) in enumerate(cases):
-        simulated = _guard(lambda s=suite, a=arm, i=i: sim_run(s, a, costs(i)))
+        simulated = _guard(lambda s=suite, a=arm, i=i: Run.from_json(sim_run(s, a, costs(i))))
         if case != "sweep":
-            table += rows(case, [r["summary"] for r in runs[i]], simulated["summary"])
+            table += rows(case, [r.summary for r in runs[i]], simulated.summary)
             verdicts[case] = decisions(runs[i], simulated)
             continue
         for level in [p.name for p in suite.phases]:
-            stats = [r["phases"][level]["stats"] for r in runs[i]]
-            table += rows(f"sweep {level}", stats, simulated["phases"][level]["stats"])
+            table += rows(f"sweep {level}", [stats(r, level) for r in runs[i]],
+                          stats(simulated, level))  # fmt: skip
             verdicts[f"sweep {level}"] = decisions(runs[i], simulated, [level])
     return table, verdicts
+
+
+def stats(run: Run, phase: str) -> dict[str, float | None]:
+    return (run.phases or {})[phase].stats or {}
 
 
 def _cpu(facts: dict) -> str:

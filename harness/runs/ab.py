@@ -13,6 +13,7 @@ from pathlib import Path
 from harness.arms.launcher import LaunchError, reopen, stop_all
 from harness.load.baton import Baton
 from harness.load.phase import Progress
+from harness.results.ab_result import Crash
 from harness.results.comparison import Comparison, Looks
 from harness.results.store import schema
 from harness.results.verdicts import INCONCLUSIVE_EXIT, Verdict
@@ -26,6 +27,7 @@ from harness.stats.compare import (
     ComparisonError,
     check_fingerprints,
     compare_rounds,
+    gate_rounds,
     needs_more_rounds,
 )
 from harness.stats.rounds_needed import extended
@@ -149,7 +151,7 @@ class ABRunner:
         then carries the new looks (what the look's line says is ahead)."""
         if not self.extend_to:
             return comparison
-        self._plan = extended(self.schedule, comparison.to_json(), self.extend_to, self.block)
+        self._plan = extended(self.schedule, comparison, self.extend_to, self.block)
         return replace(comparison, schedule=Looks.from_json(self._plan.to_dict()))
 
     def _placed(self, i: int, names: list[str]) -> dict[str, ArmPlan]:
@@ -162,7 +164,7 @@ class ABRunner:
     def _measure(
         self, rnd: int, target: int, plan: ArmPlan, started=None, progress=None, baton=None
     ) -> Measured:
-        label = f"round {rnd}/{target} {plan.name} ({plan.desc['label']}) "
+        label = f"round {rnd}/{target} {plan.name} ({plan.desc.label}) "
         return self.measure(
             self.suite, plan, self.log_dir, round_no=rnd, label=label,
             progress=progress or self.progress, ready_timeout_s=self.ready_timeout_s,
@@ -171,7 +173,7 @@ class ABRunner:
 
     def _measure_in_turn(
         self, rnd: int, target: int, placed: dict[str, ArmPlan], record: dict
-    ) -> dict | None:
+    ) -> Crash | None:
         """The round's arms one after the other in its order; with start_together their
         servers were all started first and their bursts take turns. The first crash ends the
         round."""
@@ -201,7 +203,7 @@ class ABRunner:
         placed: dict[str, ArmPlan],
         record: dict,
         ready: dict | None = None,
-    ) -> dict | None:
+    ) -> Crash | None:
         """Every arm of the round measured at the same time; the first crash (in the round's
         order) is the round's. Each on its own device; or, with `ready` (their servers started
         together on one machine), one burst (or one phase of another kind) at a time, in the
@@ -229,18 +231,18 @@ class ABRunner:
             crash = crash or own
         return crash
 
-    def outcome(self, crash: dict | None = None, problem: str | None = None) -> dict:
+    def outcome(self, crash: Crash | None = None, problem: str | None = None) -> dict:
         """The result of the rounds run so far; `problem` (a workload mismatch, an interrupt)
         makes it INVALID while keeping every run."""
         comparison = self._compare(self.rounds, crash, problem)
         warnings = [*self.notes, *comparison.warnings]
         if self.cut_short and self.budget and comparison.verdict == Verdict.INCONCLUSIVE:
-            metrics = comparison.to_json()["metrics"]
-            warnings.insert(0, budget_note(self.budget.minutes, comparison.rounds, metrics))
+            note = budget_note(self.budget.minutes, comparison.rounds, comparison.metrics)
+            warnings.insert(0, note)
         comparison = undecided(replace(comparison, warnings=warnings), self.inconclusive)
         return {
             "rounds": self.rounds,
-            "crash": crash,
+            "crash": crash.to_json() if crash else None,
             "schedule": self.schedule.to_dict(),
             "comparison": comparison.to_json(),
         }
@@ -268,14 +270,12 @@ class ABRunner:
             return {n: _outcome(f) for n, f in _at_once(starts, futures=True).items()}
 
     def _compare(
-        self, rounds: list[dict], crash: dict | None, problem: str | None = None
+        self, rounds: list[dict], crash: Crash | None, problem: str | None = None
     ) -> Comparison:
         complete = [r for r in rounds if all(r.get(n) is not None for n in ARM_NAMES)]
         problems = [problem] if problem else []
         if crash is not None:
-            problems.append(
-                f"arm {crash['arm']} crashed in round {crash['round']}: {crash['message']}"
-            )
+            problems.append(f"arm {crash.arm} crashed in round {crash.round}: {crash.message}")
         try:
             if problem is None and (
                 finished(rounds) or crash is None
@@ -335,7 +335,7 @@ def workload_mismatch(rounds: list[dict]) -> str | None:
     if not ran:  # nothing ran yet (a start failed): nothing to compare, no mismatch
         return None
     try:
-        check_fingerprints(ran)
+        check_fingerprints(gate_rounds(ran))
     except ComparisonError as e:
         runs = [r[a] for r in ran for a in ARMS if r.get(a)]
         diff = next(
@@ -362,8 +362,8 @@ def ab_result(suite: Suite, plans: dict[str, ArmPlan], outcome: dict, command: s
         "schema": schema("ab"),
         "suite": suite.name,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "base": plans["base"].desc,
-        "head": plans["head"].desc,
+        "base": plans["base"].desc.to_json(),
+        "head": plans["head"].desc.to_json(),
         "null_arm": "null" in plans,
         "gate": suite.gate,
         "memory_slack_bytes": suite.memory_slack_bytes,

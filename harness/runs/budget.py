@@ -9,6 +9,9 @@ from dataclasses import dataclass, replace
 
 import psutil
 
+from harness.results.comparison import MetricResult
+from harness.results.verdicts import Verdict
+
 MARGIN = 0.95  # of the budget planned for rounds: the report and the last teardown need a little
 WIDEST = 2.0  # a resolvable change beyond 2x (or under 1/2x) is said as none
 
@@ -33,20 +36,20 @@ class Budget:
         return max(0, math.floor(self.left_s() / max(max(walls, default=0.0), 1e-3)))
 
 
-def budget_note(minutes: float, rounds: int, metrics: list[dict]) -> str:
+def budget_note(minutes: float, rounds: int, metrics: list[MetricResult]) -> str:
     """What a job cut short by its budget says beside an undecided verdict: the smallest change
     each undecided metric's rounds could have resolved (the ratio caught 4 times in 5)."""
     parts = []
     for m in metrics:
-        if m["verdict"] != "INCONCLUSIVE":
+        if m.verdict != Verdict.INCONCLUSIVE:
             continue
-        smallest = m.get("detectable") or m.get("mde")
+        smallest = m.detectable or m.mde
         if smallest is None:
             continue
         if smallest <= 0 or max(smallest, 1 / smallest) > WIDEST:
-            parts.append(f"{m['name']} none within {WIDEST:g}x")  # 2 rounds: 1 degree of freedom
+            parts.append(f"{m.name} none within {WIDEST:g}x")  # 2 rounds: 1 degree of freedom
         else:
-            parts.append(f"{m['name']} {(smallest - 1) * 100:+.1f}%")
+            parts.append(f"{m.name} {(smallest - 1) * 100:+.1f}%")
     resolvable = (
         f"; the smallest change they resolve: {', '.join(parts)}"
         if parts

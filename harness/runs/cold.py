@@ -11,11 +11,12 @@ from harness.arms.launcher import LaunchError
 from harness.files import strict_json, write_atomic
 from harness.load.baton import Baton
 from harness.load.phase import Progress
+from harness.results.ab_result import Crash
 from harness.runs.measure import Started, run_arm
 from harness.runs.plan import ArmPlan, commit_problem
 from harness.workload.suite import Suite
 
-Measured = tuple[dict | None, dict | None]  # (run record or None, crash record or None)
+Measured = tuple[dict | None, Crash | None]  # (run record or None, its crash or None)
 
 
 def server_log(log_dir: Path, round_no: int, name: str) -> Path:
@@ -61,5 +62,5 @@ def measure_cold(
     return run, None
 
 
-def _crash(plan: ArmPlan, round_no: int, message: str, log_tail: str) -> dict:
-    return {"arm": plan.name, "round": round_no, "message": message, "log_tail": log_tail}
+def _crash(plan: ArmPlan, round_no: int, message: str, log_tail: str) -> Crash:
+    return Crash(arm=plan.name, round=round_no, message=message, log_tail=log_tail)

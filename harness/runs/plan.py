@@ -14,6 +14,7 @@ from harness.arms.arms import Arm, ArmError, command_arm, program, project_arm, 
 from harness.arms.builds import build
 from harness.arms.project import Project, ProjectError, check_devices, device_list
 from harness.arms.worktrees import Checkout, checkout, commit_facts, planned
+from harness.results import ab_result
 from harness.workload.suite import Suite
 
 WORKING_TREE = "WORKTREE"
@@ -23,7 +24,7 @@ WORKING_TREE = "WORKTREE"
 class ArmPlan:
     name: str  # base | head | null | arm
     arm: Arm
-    desc: dict  # label, ref, commit, flags, env, cmd: what the report shows
+    desc: ab_result.Arm  # label, ref, commit, flags, env, cmd: what the report shows
     checkout: Checkout | None = None
 
 
@@ -128,16 +129,17 @@ def plan_arm(name: str, side: Side, ctx: Context) -> ArmPlan:
         arm = url_arm(model, side.url, side.pid, side.option("url"), api_key=ctx.api_key,
                       **gauges)  # fmt: skip
         _flags_reach(arm, name, flags_for(side, ctx, "")[1])
-        desc: dict[str, object] = {"label": arm.url, "ref": None, "commit": None, "cmd": None}
-        return ArmPlan(name, arm, desc | {"flags": [], "env": {}})
+        desc = ab_result.Arm(label=side.url, ref=None, cmd=None, flags=[], env={})
+        return ArmPlan(name, arm, desc)
     if side.cmd:
         server = program(side.cmd)
         flags, sources = flags_for(side, ctx, server)
         arm = command_arm(model, flags, side.cmd, side.option("cmd"), env=env, api_key=ctx.api_key,
                           **gauges)  # fmt: skip
         arm = _flags_reach(arm, name, sources)
-        desc = {"label": server, "ref": None, "commit": None, "cmd": side.cmd}
-        return ArmPlan(name, arm, desc | {"flags": flags.split(), "env": dict(env)})
+        desc = ab_result.Arm(label=server, ref=None, cmd=side.cmd, flags=flags.split(),
+                             env=dict(env))  # fmt: skip
+        return ArmPlan(name, arm, desc)
     assert ctx.repo is not None and ctx.project is not None, "a git-ref arm needs its project"
     project = ctx.project.variant(ctx.isolated)
     co = (checkout if ctx.build else planned)(ctx.repo, side.ref or WORKING_TREE)
@@ -146,15 +148,17 @@ def plan_arm(name: str, side: Side, ctx: Context) -> ArmPlan:
     arm = _flags_reach(arm, name, sources)
     if ctx.build:
         build(project, co)
-    desc = {
-        "label": co.label,
-        "ref": co.ref,
-        "commit": co.commit,
+    desc = ab_result.Arm(
+        label=co.label,
+        ref=co.ref,
+        commit=co.commit,
         **commit_facts(ctx.repo, co.commit),
-        "dirty": co.dirty,
-        "cmd": " ".join(arm.command(0)).replace("--port 0", "--port {port}"),
-    }
-    return ArmPlan(name, arm, desc | {"flags": flags.split(), "env": dict(env)}, co)
+        dirty=co.dirty,
+        cmd=" ".join(arm.command(0)).replace("--port 0", "--port {port}"),
+        flags=flags.split(),
+        env=dict(env),
+    )
+    return ArmPlan(name, arm, desc, co)
 
 
 def _tokens(cmd: str) -> list[str]:
@@ -185,7 +189,7 @@ def label_arms(plans: dict[str, ArmPlan], sides: dict[str, Side]) -> None:
     WORKTREE@1a2b --prefill-max-seqs 4`). Same label on both sides: each adds its command's
     differing tokens too, and arms that differ in nothing add `default`."""
     base, head = sides["base"], sides["head"]
-    same = plans["base"].desc["label"] == plans["head"].desc["label"]
+    same = plans["base"].desc.label == plans["head"].desc.label
     if not same and (base.flags, base.env) == (head.flags, head.env):
         return  # the labels say it: two commits, or two servers, with the same flags
     both = same and base.cmd and head.cmd
@@ -193,7 +197,10 @@ def label_arms(plans: dict[str, ArmPlan], sides: dict[str, Side]) -> None:
     for name, own in zip(("base", "head"), cmd_diff, strict=True):
         s = sides[name]
         extra = " ".join(x for x in (" ".join(own), s.flags, s.env) if x) or "default"
-        plans[name].desc["label"] = f"{plans[name].desc['label']} {extra}".strip()
+        desc = plans[name].desc
+        plans[name] = replace(
+            plans[name], desc=replace(desc, label=f"{desc.label} {extra}".strip())
+        )
 
 
 def unsampled_memory(suite: Suite, plans: dict[str, ArmPlan]) -> tuple[Suite, list[str]]:

@@ -10,18 +10,19 @@ from dataclasses import replace
 from harness.results.comparison import Comparison, MetricResult
 from harness.results.metrics import Method, metric
 from harness.results.verdicts import EXIT_CODES, Verdict
-from harness.stats.compare import check_fingerprints, overall_verdict
+from harness.stats.compare import check_fingerprints, gate_rounds, overall_verdict
 from harness.stats.verdict import ratio_verdict
 
 
 def compare_simulated(base: dict, head: dict, tolerances: dict[str, float]) -> Comparison:
-    rounds = [{"round": 1, "base": base, "head": head}]
+    rounds = gate_rounds([{"round": 1, "base": base, "head": head}])
     fingerprint = check_fingerprints(rounds)
-    invalid = [f"{arm}: invalid: {'; '.join(run['invalid_reasons'])}"
-               for arm, run in (("base", base), ("head", head)) if not run["valid"]]  # fmt: skip
+    runs = {arm: run for arm, run in rounds[0].runs.items() if run is not None}
+    invalid = [f"{arm}: invalid: {'; '.join(run.invalid_reasons)}"
+               for arm, run in runs.items() if not run.valid]  # fmt: skip
     metrics = []
     for name, tol in tolerances.items():
-        b, h = base["summary"].get(name), head["summary"].get(name)
+        b, h = runs["base"].value(name), runs["head"].value(name)
         better = metric(name).lower_is_better
         unjudged = MetricResult(name=name, base=[b], head=[h], ratio=None, ci_low=None,
                                 ci_high=None, tolerance=tol, verdict=Verdict.NA, mde=None,

@@ -26,7 +26,7 @@ class SimulatedABRunner:
         """Both arms simulated, then compared; SimError or ComparisonError with one line."""
         runs = {}
         for name in ("base", "head"):
-            self.say(terminal(f"simulating {name} ({self.plans[name].desc['label']})"))
+            self.say(terminal(f"simulating {name} ({self.plans[name].desc.label})"))
             runs[name] = sim_run(self.suite, self.plans[name].arm, self.costs)
         comparison = compare_simulated(runs["base"], runs["head"], self.suite.gate)
         self.rounds = [{"round": 1, "order": ["base", "head"], **runs}]

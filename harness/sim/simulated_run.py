@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -22,6 +23,8 @@ from harness.load.counters import deltas, parse_metrics
 from harness.load.metrics import run_summary
 from harness.load.phase import PhaseResult
 from harness.load.record import RequestRecord
+from harness.results.errors import ComparisonError
+from harness.results.record import Count, Record, Table
 from harness.runs.machine import git_commit, harness_version, machine_facts
 from harness.runs.measure import SCHEMA, draw_lengths
 from harness.runs.validity import judge
@@ -31,6 +34,48 @@ from harness.workload.fingerprint import fingerprint, workload
 from harness.workload.suite import Suite
 
 SIM_TIMEOUT_S = 600
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimRequest(Record):
+    """One request as the simulator served it (engine/sim/driver.py's Outcome)."""
+
+    phase: str
+    index: Count
+    prompt_tokens: Count
+    max_tokens: Count
+    arrival: float
+    send: float
+    first_token: float | None = None
+    end: float | None = None
+    token_times: list[float] = field(default_factory=list)
+    output_tokens: Count = 0
+    cached_tokens: Count = 0
+    finish_reason: str | None = None
+    error: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimPhase(Record):
+    name: str
+    start: float
+    end: float
+    metrics_before: str
+    metrics_after: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimOutput(Record):
+    """What `python -m engine.sim run` prints: every request, each phase's virtual span and
+    /metrics text before and after, the cost model (name, source, fit) and the config."""
+
+    requests: list[SimRequest]
+    phases: list[SimPhase]
+    costs: Table
+    mask_bytes_max: Count = 0
+    kv_bytes_max: Count | None = None
+    model: str | None = None
+    config: Table | None = None
 
 
 def sim_argv(arm: Arm, costs: str, workload: str) -> list[str]:
@@ -43,7 +88,7 @@ def sim_argv(arm: Arm, costs: str, workload: str) -> list[str]:
             "--costs", str(costs), "--model", arm.model, *shlex.split(arm.flags)]  # fmt: skip
 
 
-def simulate(arm: Arm, costs: str, wl: dict) -> dict:
+def simulate(arm: Arm, costs: str, wl: dict) -> SimOutput:
     """Run the engine's simulator on `wl` in the arm's checkout; its result JSON."""
     sim_argv(arm, costs, "")  # a project arm, before any file is written
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
@@ -57,7 +102,10 @@ def simulate(arm: Arm, costs: str, wl: dict) -> dict:
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise SimError(f"the simulator failed in {arm.cwd}: {tail}")
-    return json.loads(done.stdout)
+    try:
+        return SimOutput.from_json(json.loads(done.stdout), "the simulator's output")
+    except (ValueError, ComparisonError) as exc:
+        raise SimError(f"the simulator in {arm.cwd} printed no result: {exc}") from None
 
 
 def described(simulated: dict) -> dict:
@@ -68,16 +116,16 @@ def described(simulated: dict) -> dict:
     return {**simulated, "fit_error": f"mean {errors}" if errors else "n/a (not fitted)"}
 
 
-def _record(r: dict) -> RequestRecord:
-    times = r["token_times"]
+def _record(r: SimRequest) -> RequestRecord:
+    times = r.token_times
     return RequestRecord(
-        phase=r["phase"], index=r["index"], prompt_tokens=r["prompt_tokens"],
-        max_tokens=r["max_tokens"], arrival=r["arrival"], send=r["send"],
-        first_token=r["first_token"], end=r["end"],
+        phase=r.phase, index=r.index, prompt_tokens=r.prompt_tokens,
+        max_tokens=r.max_tokens, arrival=r.arrival, send=r.send,
+        first_token=r.first_token, end=r.end,
         itl_s=[b - a for a, b in zip(times, times[1:], strict=False)],
-        output_tokens=r["output_tokens"], client_tokens=len(times),
-        usage_prompt_tokens=r["prompt_tokens"], status=0 if r["error"] else 200,
-        error=r["error"], finish_reason=r["finish_reason"], cached_tokens=r["cached_tokens"],
+        output_tokens=r.output_tokens, client_tokens=len(times),
+        usage_prompt_tokens=r.prompt_tokens, status=0 if r.error else 200,
+        error=r.error, finish_reason=r.finish_reason, cached_tokens=r.cached_tokens,
     )  # fmt: skip
 
 
@@ -89,12 +137,12 @@ def sim_run(suite: Suite, arm: Arm, costs: str) -> dict:
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     out = simulate(arm, costs, build(suite, lengths))
     wall = time.perf_counter() - wall
-    records = [_record(r) for r in out["requests"]]
+    records = [_record(r) for r in out.requests]
     phases = []
-    for p, ph in zip(suite.phases, out["phases"][-len(suite.phases) :], strict=True):
+    for p, ph in zip(suite.phases, out.phases[-len(suite.phases) :], strict=True):
         result = PhaseResult(p.name, [r for r in records if r.phase == p.name],
-                             (ph["start"], ph["end"]))  # fmt: skip
-        before, after = parse_metrics(ph["metrics_before"]), parse_metrics(ph["metrics_after"])
+                             (ph.start, ph.end))  # fmt: skip
+        before, after = parse_metrics(ph.metrics_before), parse_metrics(ph.metrics_after)
         result.counters = deltas(before, after)
         result.expect = evaluate(list(p.expect), ExpectContext(result.counters, after.names))
         result.memory = {"peak_rss_bytes": None, "peak_rss_sampled_bytes": None,
@@ -104,17 +152,18 @@ def sim_run(suite: Suite, arm: Arm, costs: str) -> dict:
     rates = {p.name: p.max_error_rate for p in suite.phases}
     valid, reasons = judge(phases, None, None, rates, None)
     facts = workload(suite.name, [(p, lengths[p.name]) for p in suite.phases], None, suite.slo)
+    model = out.model or arm.model
     simulated = {
-        **out["costs"],
+        **out.costs,
         "wall_s": round(wall, 3),
-        "mask_bytes_max": out["mask_bytes_max"],
-        "kv_bytes_max": out.get("kv_bytes_max"),
-        "model": out.get("model", arm.model),
+        "mask_bytes_max": out.mask_bytes_max,
+        "kv_bytes_max": out.kv_bytes_max,
+        "model": model,
     }
     return {
         "schema": SCHEMA,
         "started_at": started_at,
-        "duration_s": round(out["phases"][-1]["end"], 3),
+        "duration_s": round(out.phases[-1].end, 3),
         "clock_origin": 0.0,
         "simulated": simulated,
         "suite": {"name": suite.name, "path": str(suite.path), "gate": suite.gate},
@@ -145,8 +194,8 @@ def sim_run(suite: Suite, arm: Arm, costs: str) -> dict:
             "startup_s": None,
             "startup_peak_rss_bytes": None,
             "backend": "sim",
-            "model": out.get("model", arm.model),
-            "config": out["config"],
+            "model": model,
+            "config": out.config,
             "simulated": simulated,
         },  # fmt: skip
         "machine": machine_facts(),

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from statistics import median
 
+from harness.results.run import Run
+
 COMPARED = ("ttft_p50_ms", "ttft_p95_ms", "tok_s")
 GOAL = 0.10  # BLIS / inference-sim's target: within 10% of the real run
 SCHEDULING = (
@@ -81,12 +83,12 @@ def counter_diffs(real: dict[str, dict], sim: dict[str, dict]) -> list[str]:
     return diffs
 
 
-def decisions(real_runs: list[dict], sim_run: dict, phases: list[str] | None = None) -> str:
+def decisions(real_runs: list[Run], sim_run: Run, phases: list[str] | None = None) -> str:
     """'equal' when every real run's scheduling counters are the simulated run's, else the
     first run's differences (`phases`: only these phases, for a sweep's levels)."""
 
-    def pick(run: dict) -> dict:
-        counters = run.get("counters") or {}
+    def pick(run: Run) -> dict:
+        counters = run.counters or {}
         return {p: c for p, c in counters.items() if phases is None or p in phases}
 
     differing = [d for run in real_runs if (d := counter_diffs(pick(run), pick(sim_run)))]

@@ -4,9 +4,10 @@ and the exit code a CI job gates on. Pure: no I/O, no clock (docs/statistics.md 
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from statistics import median
 
+from harness.results.ab_result import Crash
 from harness.results.comparison import Comparison, Looks, MetricResult
 from harness.results.errors import ComparisonError
 from harness.results.metrics import CATALOGUE, Method, metric
@@ -17,6 +18,54 @@ from harness.stats.sequential import Schedule
 from harness.stats.verdict import changed_within_tolerance, peak_verdict, ratio_verdict
 
 ARMS = ("base", "head", "null")
+
+
+@dataclass(frozen=True, slots=True)
+class GateRun:
+    """What the gate reads of one run: its workload, validity and summary."""
+
+    fingerprint: str | None
+    valid: bool
+    invalid_reasons: list[str]
+    summary: dict[str, float | None]
+
+    def value(self, name: str) -> float | None:
+        return self.summary.get(name)
+
+
+@dataclass(frozen=True, slots=True)
+class GateRound:
+    """One round as the gate reads it: each arm it names (None: that arm has no run there) and
+    the order the arms were measured in."""
+
+    round: int
+    runs: dict[str, GateRun | None]
+    order: list[str]
+
+    def run(self, arm: str) -> GateRun | None:
+        return self.runs.get(arm)
+
+    def paired(self, arm: str) -> bool:
+        return self.run("base") is not None and self.run(arm) is not None
+
+
+def gate_rounds(rounds: list[dict]) -> list[GateRound]:
+    """Saved or live rounds (`{"round", "order", "base", "head", "null"}` of run records) read
+    once into what the gate reads."""
+
+    def one(run: dict) -> GateRun:
+        reasons = list(run.get("invalid_reasons") or [])
+        valid = bool(run.get("valid", False))
+        return GateRun(run.get("fingerprint"), valid, reasons, run.get("summary") or {})
+
+    return [
+        GateRound(
+            r["round"],
+            {a: None if r[a] is None else one(r[a]) for a in ARMS if a in r},
+            list(r.get("order") or []),
+        )
+        for r in rounds
+    ]
 
 
 def blocked(values: list[float], size: int) -> list[float]:
@@ -128,15 +177,15 @@ def _peaks(result: MetricResult, base: list[float], head: list[float], slack: fl
     )
 
 
-def check_fingerprints(rounds: list[dict]) -> str:
+def check_fingerprints(rounds: list[GateRound]) -> str:
     """The one workload fingerprint shared by every run; ComparisonError otherwise."""
     seen: dict[str, list[str]] = {}
     for rnd in rounds:
         for arm in ARMS:
-            run = rnd.get(arm)
+            run = rnd.run(arm)
             if run is not None:
-                fp = run.get("fingerprint") or "<missing>"
-                seen.setdefault(fp, []).append(f"round {rnd['round']} {arm}")
+                fp = run.fingerprint or "<missing>"
+                seen.setdefault(fp, []).append(f"round {rnd.round} {arm}")
     if not seen:
         raise ComparisonError("no run finished: nothing to compare")
     if len(seen) != 1 or "<missing>" in seen:
@@ -147,22 +196,19 @@ def check_fingerprints(rounds: list[dict]) -> str:
     return next(iter(seen))
 
 
-def invalid_runs(rounds: list[dict], crash: dict | None = None) -> list[str]:
+def invalid_runs(rounds: list[GateRound], crash: Crash | None = None) -> list[str]:
     """One line per missing or invalid run, and one for a crashed arm."""
     problems = []
     if crash:
-        why = f" in round {crash['round']}: {crash['message']}" if crash.get("message") else ""
-        problems.append(f"arm {crash.get('arm', '?')} crashed{why}")
+        why = f" in round {crash.round}: {crash.message}" if crash.message else ""
+        problems.append(f"arm {crash.arm} crashed{why}")
     for rnd in rounds:
-        for arm in ARMS:
-            if arm not in rnd or (arm == "null" and rnd[arm] is None):
-                continue
-            run = rnd[arm]
-            if run is None:
-                problems.append(f"round {rnd['round']} {arm}: no run")
-            elif not run.get("valid", False):
-                reasons = "; ".join(run.get("invalid_reasons") or ["no reason given"])
-                problems.append(f"round {rnd['round']} {arm}: invalid: {reasons}")
+        for arm, run in rnd.runs.items():
+            if run is None and arm != "null":
+                problems.append(f"round {rnd.round} {arm}: no run")
+            elif run is not None and not run.valid:
+                reasons = "; ".join(run.invalid_reasons or ["no reason given"])
+                problems.append(f"round {rnd.round} {arm}: invalid: {reasons}")
     return problems
 
 
@@ -173,7 +219,7 @@ def interval_metrics(tolerances: dict[str, float]) -> list[str]:
 
 
 def _metrics(
-    rounds: list[dict],
+    rounds: list[GateRound],
     arm: str,
     tolerances: dict[str, float],
     slack_bytes: float,
@@ -181,15 +227,15 @@ def _metrics(
     schedule: Schedule,
     block: int = 1,
 ) -> list[MetricResult]:
-    paired = [r for r in rounds if r.get("base") is not None and r.get(arm) is not None]
+    paired = [(r.runs["base"], r.runs[arm]) for r in rounds if r.paired(arm)]
     if not paired:
         return []
     alpha = schedule.metric_alpha(len(paired), len(interval_metrics(tolerances)))
-    later = measured_later(paired, arm)
+    later = measured_later([r for r in rounds if r.paired(arm)], arm)
     out = []
     for name, tol in tolerances.items():
-        base = [r["base"]["summary"].get(name) for r in paired]
-        other = [r[arm]["summary"].get(name) for r in paired]
+        base = [b.value(name) for b, _ in paired]  # type: ignore[union-attr]
+        other = [o.value(name) for _, o in paired]  # type: ignore[union-attr]
         out.append(compare_metric(name, base, other, tol, slack_bytes, seed=seed, alpha=alpha,
                                   block=block, later=later))  # fmt: skip
     return out
@@ -198,18 +244,17 @@ def _metrics(
 def judged(result: MetricResult) -> MetricResult:
     """`result` with what every view says of it computed once: the rounds an unchanged head
     needs at its noise, and whether a PASS is a change within tolerance."""
-    m = result.to_json()
-    planned = rounds_needed(m)
+    planned = rounds_needed(result)
     if planned is not None:
         rounds = MOST_ROUNDS + 1 if planned[0] is None else planned[0]
         result = replace(result, rounds_to_pass=rounds)
-    return replace(result, changed=changed_within_tolerance(m))
+    return replace(result, changed=changed_within_tolerance(result))
 
 
-def measured_later(rounds: list[dict], arm: str) -> list[bool] | None:
+def measured_later(rounds: list[GateRound], arm: str) -> list[bool] | None:
     """Per round, whether `arm` was measured after base (the round's `order`); None when a
     round does not say."""
-    orders = [r.get("order") or [] for r in rounds]
+    orders = [r.order for r in rounds]
     if not all("base" in o and arm in o for o in orders):
         return None
     return [o.index(arm) > o.index("base") for o in orders]
@@ -224,16 +269,18 @@ def overall_verdict(metrics: list[MetricResult], invalid: list[str]) -> str:
 
 
 def ungated(
-    rounds: list[dict], tolerances: dict[str, float], seed: int, block: int = 1
+    rounds: list[GateRound], tolerances: dict[str, float], seed: int, block: int = 1
 ) -> list[MetricResult]:
     """The interval metrics the suite does not gate, compared over the paired rounds where every
     run measured them (at least two): stored so a report can show what moved, never judged."""
-    paired = [r for r in rounds if r.get("base") is not None and r.get("head") is not None]
+    paired = [r for r in rounds if r.paired("head")]
     out = []
     for m in CATALOGUE:
         if m.name in tolerances or not m.gateable or m.memory_peak:
             continue
-        base, head = ([r[a]["summary"].get(m.name) for r in paired] for a in ("base", "head"))
+        pairs = [(r.runs["base"], r.runs["head"]) for r in paired]
+        base = [b.value(m.name) for b, _ in pairs]  # type: ignore[union-attr]
+        head = [h.value(m.name) for _, h in pairs]  # type: ignore[union-attr]
         if len(base) < 2 * block or any(v is None or v <= 0 for v in [*base, *head]):
             continue
         later = measured_later(paired, "head")
@@ -247,7 +294,7 @@ def compare_rounds(
     tolerances: dict[str, float],
     slack_bytes: float = 0,
     *,
-    crash: dict | None = None,
+    crash: Crash | None = None,
     seed: int = 0,
     schedule: Schedule | None = None,
     block: int = 1,
@@ -268,14 +315,15 @@ def compare_rounds(
             metric(name)
         except ValueError as err:
             raise ComparisonError(str(err)) from None
-    fingerprint = check_fingerprints(rounds)
-    invalid = invalid_runs(rounds, crash)
-    n = sum(1 for r in rounds if r.get("base") is not None and r.get("head") is not None)
+    rounds_read = gate_rounds(rounds)
+    fingerprint = check_fingerprints(rounds_read)
+    invalid = invalid_runs(rounds_read, crash)
+    n = sum(1 for r in rounds_read if r.paired("head"))
     if n == 0 and not invalid:
         raise ComparisonError("no round has both a base and a head run")
     schedule = schedule or Schedule.single(max(n, 1))
-    metrics = _metrics(rounds, "head", tolerances, slack_bytes, seed, schedule, block)
-    noise = _metrics(rounds, "null", tolerances, slack_bytes, seed, schedule, block)
+    metrics = _metrics(rounds_read, "head", tolerances, slack_bytes, seed, schedule, block)
+    noise = _metrics(rounds_read, "null", tolerances, slack_bytes, seed, schedule, block)
     verdict = overall_verdict(metrics, invalid)
     return Comparison(
         verdict=verdict,
@@ -286,7 +334,7 @@ def compare_rounds(
         noise=noise,
         invalid=invalid,
         warnings=[],
-        ungated=ungated(rounds, tolerances, seed, block),
+        ungated=ungated(rounds_read, tolerances, seed, block),
         schedule=Looks.from_json(schedule.to_dict()),
         block=block,
     )

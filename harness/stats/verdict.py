@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from harness.results.comparison import MetricResult
 from harness.results.metrics import Method
 from harness.results.verdicts import Verdict
 
@@ -52,12 +53,14 @@ def peak_verdict(base: list[float], head: list[float], tol: float, slack_bytes: 
     return Verdict.PASS
 
 
-def changed_within_tolerance(m: dict) -> bool:
+def changed_within_tolerance(m: MetricResult) -> bool:
     """A PASS the gate itself would call changed: its one-sided bounds at the look's alpha (the
     ones a REGRESSION must clear) lie both on one side of 1. A 95% CI that merely excludes 1 is
     a per-metric 5% claim: on an A/A of three metrics one shows up about once in seven runs, so
     it does not count (docs/statistics.md, "Changed within tolerance")."""
-    values = [m.get(k) for k in ("ci_low", "ci_high", "ratio", "evidence_low", "evidence_high")]
-    if str(m.get("verdict")) != Verdict.PASS or m.get("method") not in (Method.T, Method.BOOTSTRAP):
+    if m.verdict != Verdict.PASS or m.method not in (Method.T, Method.BOOTSTRAP):
         return False
-    return None not in values and not m["evidence_low"] <= 1 <= m["evidence_high"]
+    low, high = m.evidence_low, m.evidence_high
+    if None in (m.ci_low, m.ci_high, m.ratio) or low is None or high is None:
+        return False
+    return not low <= 1 <= high

@@ -22,3 +22,10 @@ def engine_arm(model: str, flags: str = ""):
     from harness.arms.worktrees import checkout
 
     return project_arm(find_project(REPO), checkout(REPO, "WORKTREE"), model, flags)
+
+
+def described(label: str):
+    """What an arm plan says of its arm when only its label matters."""
+    from harness.results.ab_result import Arm
+
+    return Arm(label=label, ref=None, cmd=None, flags=None, env=None)

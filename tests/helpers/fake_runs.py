@@ -140,3 +140,10 @@ def realistic_run(
             "python": "3.11.9",
         },
     }
+
+
+def crashed(crash: dict | None):
+    """A crash as a saved result holds it, as the record the gate reads."""
+    from harness.results.ab_result import Crash
+
+    return Crash.from_json(crash) if crash else None

@@ -81,7 +81,7 @@ def gate(
             )
         result = compare_rounds(rounds, tolerances, 16 * 2**20, schedule=schedule)
         if extend_to and needs_more_rounds(result):
-            schedule = extended(schedule, result.to_json(), extend_to)
+            schedule = extended(schedule, result, extend_to)
         target = next_look(result, schedule)
         if target is None:
             return result

@@ -4,6 +4,7 @@ are labelled apart, a scripted 1.3x TTFT on head regresses, and `report`/`compar
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -18,7 +19,7 @@ from harness.runs.plan import ArmPlan, Side, label_arms
 from harness.stats.verdict import changed_within_tolerance
 
 from helpers import SCRIPTED_SERVER
-from helpers.arms import scripted
+from helpers.arms import described, scripted
 from helpers.cli import harness, outside_git, saved_result, valid_attempt
 from helpers.processes import unique_marker
 from helpers.suites import write_suite
@@ -110,7 +111,7 @@ def test_scripted_slower_first_token_on_head_is_a_regression_naming_ttft(tmp_pat
 
 def plans_for(sides: dict[str, Side]) -> dict[str, ArmPlan]:
     return {
-        name: ArmPlan(name, make_arm("m", serve_cmd=s.cmd), {"label": "python"})
+        name: ArmPlan(name, make_arm("m", serve_cmd=s.cmd), described("python"))
         for name, s in sides.items()
     }
 
@@ -120,19 +121,19 @@ def test_command_arms_are_labelled_by_their_differing_tokens():
     sides = {"base": Side(cmd=cmd + "40"), "head": Side(cmd=cmd + "52 --x", env="A=1")}
     plans = plans_for(sides)
     label_arms(plans, sides)
-    assert plans["base"].desc["label"] == "python --ttft-ms 40"
-    assert plans["head"].desc["label"] == "python --ttft-ms 52 --x A=1"
+    assert plans["base"].desc.label == "python --ttft-ms 40"
+    assert plans["head"].desc.label == "python --ttft-ms 52 --x A=1"
     same = {"base": Side(cmd=cmd + "40"), "head": Side(cmd=cmd + "40")}
     plans = plans_for(same)
     label_arms(plans, same)
-    assert plans["base"].desc["label"] == plans["head"].desc["label"] == "python default"
+    assert plans["base"].desc.label == plans["head"].desc.label == "python default"
 
 
 def labelled(labels: tuple[str, str], sides: dict[str, Side]) -> tuple[str, str]:
-    plans = {n: ArmPlan(n, make_arm("m", serve_cmd="x {port}"), {"label": label})
+    plans = {n: ArmPlan(n, make_arm("m", serve_cmd="x {port}"), described(label))
              for n, label in zip(("base", "head"), labels, strict=True)}  # fmt: skip
     label_arms(plans, sides)
-    return plans["base"].desc["label"], plans["head"].desc["label"]
+    return plans["base"].desc.label, plans["head"].desc.label
 
 
 def test_arms_of_two_refs_are_labelled_by_their_flags_too_when_those_differ():
@@ -164,7 +165,8 @@ def metric(ratio: float, lo: float, hi: float, verdict: str = "PASS", ev=None) -
     m = {"name": "ttft_p50_ms", "ratio": ratio, "ci_low": lo, "ci_high": hi, "tolerance": 0.1,
          "verdict": verdict, "method": "t", "base": [1.0], "head": [1.0], "note": "",
          "mde": 1.01, "evidence_low": ev_lo, "evidence_high": ev_hi}  # fmt: skip
-    return MetricResult.from_json(m | {"changed": changed_within_tolerance(m)})
+    result = MetricResult.from_json(m)
+    return dataclasses.replace(result, changed=changed_within_tolerance(result))
 
 
 def test_a_clear_change_inside_the_tolerance_is_said_on_the_pass_line():

@@ -10,6 +10,7 @@ from harness.arms.arms import make_arm
 from harness.runs.ab import ABRunner, ArmPlan
 from harness.workload.suite import load_suite
 
+from helpers.arms import described
 from helpers.fake_runs import make_run
 
 
@@ -38,7 +39,7 @@ class StubRunner(ABRunner):
 def runner(tmp_path, shift: float, cv: float, seed: int = 0, **kw) -> StubRunner:
     suite = load_suite("short-concurrency")
     arm = make_arm("tiny", serve_cmd="true {port}")
-    plans = {n: ArmPlan(n, arm, {"label": n}) for n in ("base", "head")}
+    plans = {n: ArmPlan(n, arm, described(n)) for n in ("base", "head")}
     r = StubRunner(suite, plans, tmp_path, start_together=False, **kw)  # nothing to launch
     r.shift, r.cv, r.rng, r.calls = shift, cv, np.random.default_rng(seed), []
     r.measure = r.stub

@@ -13,12 +13,18 @@ from harness.arms.arms import ArmError, make_arm
 from harness.arms.project import ProjectError, parse_project
 from harness.load.counters import parse_metrics
 from harness.load.gauges import GaugeWatch, gauge_total
+from harness.results.ab_result import Crash
+from harness.results.comparison import MetricResult
+from harness.results.metrics import Method
+from harness.results.verdicts import Verdict
 from harness.runs.ab import placement
 from harness.runs.budget import Budget, budget_note
 from harness.runs.plan import ArmPlan, placed_devices
 from harness.stats.compare import blocked, compare_metric
 from harness.stats.sequential import Schedule
 from harness.workload.schema import SchemaError
+
+from helpers.arms import described
 
 
 def test_two_devices_swap_every_round_one_holds_all():
@@ -58,14 +64,21 @@ def test_the_budget_counts_from_the_process_start_builds_included(monkeypatch):
     assert 10 * 60 * 0.95 - 120 - 30 < left <= 10 * 60 * 0.95 - 120  # 30 s: far beyond the call
 
 
+def compared(name: str, verdict: str, **fields) -> MetricResult:
+    """A metric's comparison with only what a budget's note reads."""
+    return MetricResult(name=name, verdict=Verdict(verdict), ratio=None, ci_low=None,
+                        ci_high=None, tolerance=0.1, mde=fields.pop("mde", None),
+                        method=Method.T, note=None, **fields)  # fmt: skip
+
+
 def test_the_budget_fits_rounds_and_says_what_they_could_resolve():
     budget = Budget(3, time.monotonic() + 100)
     assert budget.rounds_that_fit([30]) == 3
     assert budget.rounds_that_fit([10, 45, 20]) == 2  # as long as the slowest round, not 10
     assert Budget(3, time.monotonic() - 1).rounds_that_fit([30]) == 0
     metrics = [
-        {"name": "tpot_ms", "verdict": "INCONCLUSIVE", "detectable": 1.234, "mde": 1.3},
-        {"name": "ttft_p50_ms", "verdict": "PASS", "detectable": 1.05},
+        compared("tpot_ms", "INCONCLUSIVE", detectable=1.234, mde=1.3),
+        compared("ttft_p50_ms", "PASS", detectable=1.05),
     ]
     assert budget_note(3, 4, metrics) == (
         "the budget of 3 min ended after 4 round(s), before the gate decided; the smallest "
@@ -73,14 +86,14 @@ def test_the_budget_fits_rounds_and_says_what_they_could_resolve():
         "smaller changes)"
     )
     wide = [  # two rounds of a GPU check: t has one degree of freedom
-        {"name": "ttft_p95_ms", "verdict": "INCONCLUSIVE", "mde": 15.365},
-        {"name": "tok_s", "verdict": "INCONCLUSIVE", "mde": 0.0},
-        {"name": "tpot_ms", "verdict": "INCONCLUSIVE", "detectable": 0.6},
+        compared("ttft_p95_ms", "INCONCLUSIVE", mde=15.365),
+        compared("tok_s", "INCONCLUSIVE", mde=0.0),
+        compared("tpot_ms", "INCONCLUSIVE", detectable=0.6),
     ]
     assert "resolve: ttft_p95_ms none within 2x, tok_s none within 2x, tpot_ms -40.0% (" in (
         budget_note(1.4, 2, wide)
     )
-    assert budget_note(3, 1, [{"name": "tpot_ms", "verdict": "INCONCLUSIVE"}]).endswith(
+    assert budget_note(3, 1, [compared("tpot_ms", "INCONCLUSIVE")]).endswith(
         "; too few rounds for an interval: no change is resolvable from them (more minutes "
         "or a quieter machine resolve smaller changes)"
     )
@@ -140,14 +153,14 @@ def test_a_group_of_devices_is_one_place_for_a_tensor_parallel_arm(tmp_path):
     placed = arm.__class__(**{**{f: getattr(arm, f) for f in arm.__slots__}, "device": "2,3"})
     assert placed.command(1)[-4:] == ["--gpus", "2,3", "--first", "2"]
     assert placed.environment == {"CUDA_VISIBLE_DEVICES": "2,3"}
-    plans = {n: ArmPlan(n, arm, {"label": n}) for n in ("base", "head", "null")}
+    plans = {n: ArmPlan(n, arm, described(n)) for n in ("base", "head", "null")}
     with pytest.raises(ArmError, match=r"devices 0\+1,2\+3: 3 arms"):
         placed_devices("0+1,2+3", None, plans)
 
 
 def test_devices_must_cover_the_arms_that_run_at_once():
     arm = make_arm("m", serve_cmd="srv {port}")
-    plans = {n: ArmPlan(n, arm, {"label": n}) for n in ("base", "head", "null")}
+    plans = {n: ArmPlan(n, arm, described(n)) for n in ("base", "head", "null")}
     assert placed_devices("0", None, plans) == ("0",)
     with pytest.raises(ArmError, match="3 arms .* give at least 3"):
         placed_devices("0,1", None, plans)
@@ -176,7 +189,7 @@ def test_arms_measured_at_once_share_one_live_display(tmp_path):
 
     console = Console(file=io.StringIO(), force_terminal=True)
     arm = make_arm("m", serve_cmd="true {port}")
-    plans = {n: ArmPlan(n, arm, {"label": n}) for n in ("base", "head")}
+    plans = {n: ArmPlan(n, arm, described(n)) for n in ("base", "head")}
     runner = ABRunner(
         load_suite("smoke"), plans, tmp_path, 4, 4, measure=measure, devices=("0", "1"),
         progress=lambda label: LiveProgress(console, label),
@@ -193,11 +206,10 @@ def test_a_start_that_fails_before_any_run_is_the_whole_invalid(tmp_path):
     from harness.workload.suite import load_suite
 
     def measure(suite, plan, log_dir, *, round_no, **kw):  # the first arm's start fails
-        crash = {"arm": plan.name, "round": round_no, "message": "out of memory", "log_tail": ""}
-        return None, crash
+        return None, Crash(arm=plan.name, round=round_no, message="out of memory")
 
     arm = make_arm("m", serve_cmd="true {port}")
-    plans = {n: ArmPlan(n, arm, {"label": n}) for n in ("base", "head")}
+    plans = {n: ArmPlan(n, arm, described(n)) for n in ("base", "head")}
     result = ABRunner(load_suite("smoke"), plans, tmp_path, 3, 3, measure=measure).run()
     assert result["comparison"]["invalid"] == ["arm base crashed in round 1: out of memory"]
     assert result["comparison"]["verdict"] == "INVALID"

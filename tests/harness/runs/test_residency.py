@@ -15,7 +15,7 @@ from harness.arms.project import ProjectError, parse_project
 from harness.runs.plan import ArmPlan, together
 
 from helpers import REPO
-from helpers.arms import scripted
+from helpers.arms import described, scripted
 from helpers.cli import harness, saved_result, valid_attempt
 from helpers.processes import unique_marker, wait_no_survivors
 from helpers.suites import SUITE, write_suite
@@ -58,7 +58,7 @@ def plans(*residencies: str, url: bool = False) -> dict[str, ArmPlan]:
     arms = {f"arm{i}": replace(arm, residency=r) for i, r in enumerate(residencies)}
     if url:
         arms["url"] = make_arm("m", url="http://127.0.0.1:9")
-    return {n: ArmPlan(n, a, {"label": n}) for n, a in arms.items()}
+    return {n: ArmPlan(n, a, described(n)) for n, a in arms.items()}
 
 
 @pytest.mark.parametrize(

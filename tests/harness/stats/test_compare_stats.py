@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from harness.report.headline import clear_change, gate_warnings
+from harness.results.ab_result import Crash
 from harness.results.errors import ComparisonError
 from harness.results.verdicts import Verdict
 from harness.stats.compare import (
@@ -236,7 +237,7 @@ def test_exit_codes():
     assert (noisy.verdict, noisy.exit_code) == ("INCONCLUSIVE", 0)
     assert needs_more_rounds(noisy) and gate_warnings(noisy)
     assert not needs_more_rounds(gate(1.3))  # a REGRESSION stops the rounds at once
-    crashed = gate(1.3, crash={"arm": "head", "log_tail": "Killed"})
+    crashed = gate(1.3, crash=Crash(arm="head", round=2, message="", log_tail="Killed"))
     assert (crashed.verdict, crashed.exit_code) == ("INVALID", 2)
     assert not needs_more_rounds(crashed)
 

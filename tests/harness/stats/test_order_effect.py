@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from harness.stats.compare import compare_metric, measured_later
+from harness.stats.compare import GateRound, compare_metric, measured_later
 from harness.stats.interval import ORDER_FROM_ROUNDS, paired_logs, ratio_interval
 
 from helpers.gate_sim import Noise, verdicts
@@ -49,10 +49,11 @@ def test_too_few_rounds_in_an_order_fit_nothing(later):
 
 
 def test_a_round_that_does_not_say_its_order_fits_nothing():
-    rounds = [{"order": ["base", "head"]}, {"order": ["head", "base"]}, {}]
+    orders = [["base", "head"], ["head", "base"], []]
+    rounds = [GateRound(i + 1, {}, order) for i, order in enumerate(orders)]
     assert measured_later(rounds, "head") is None
     assert measured_later(rounds[:2], "head") == [True, False]
-    three = [{"order": ["head", "null", "base"]}]
+    three = [GateRound(1, {}, ["head", "null", "base"])]
     assert measured_later(three, "null") == [False]
 
 

@@ -6,11 +6,11 @@ needs, decides, and keeps false regressions at 1% (fixed seeds: the counts are c
 from __future__ import annotations
 
 import collections
-import dataclasses
 
 import pytest
 
-from harness.stats.compare import compare_metric
+from harness.results.comparison import Comparison, MetricResult
+from harness.stats.compare import compare_metric, overall_verdict
 from harness.stats.rounds_needed import extended, last_look_needed, rounds_needed
 from harness.stats.sequential import AUTO_MAX_ROUNDS, GATE_ALPHA, Schedule
 
@@ -52,24 +52,30 @@ def test_a_budget_moves_the_last_look_in_and_still_spends_alpha():
     assert Schedule.plan(4, 12, block=2).replanned(6, 10).looks == (4, 6, 8, 10)
 
 
-def metric(base, head, tolerance, name="ttft_p50_ms") -> dict:
-    return dataclasses.asdict(compare_metric(name, base, head, tolerance))
+def judged_comparison(rounds: int, metrics: list[MetricResult]) -> Comparison:
+    verdict = overall_verdict(metrics, [])
+    return Comparison(verdict=verdict, exit_code=0, rounds=rounds, metrics=metrics, invalid=[],
+                      warnings=[])  # fmt: skip
+
+
+def metric(base, head, tolerance, name="ttft_p50_ms") -> MetricResult:
+    return compare_metric(name, base, head, tolerance)
 
 
 def test_the_last_look_needed_is_the_most_any_undecided_metric_needs():
     noisy = metric([1.0] * 3, [1.0, 1.09, 0.98], 0.05)
     quieter = metric([1.0] * 3, [1.0, 1.03, 0.99], 0.05, "itl_p50_ms")
     decided = metric([1.0] * 3, [1.0, 1.0, 1.0], 0.05, "tok_s")
-    assert noisy["verdict"] == quieter["verdict"] == "INCONCLUSIVE"
+    assert noisy.verdict == quieter.verdict == "INCONCLUSIVE"
     needs = rounds_needed(noisy)[0], rounds_needed(quieter)[0]
-    comparison = {"rounds": 3, "metrics": [noisy, quieter, decided]}
+    comparison = judged_comparison(3, [noisy, quieter, decided])
     assert last_look_needed(comparison, 41) == max(needs) and needs[0] > needs[1] > 3
     assert last_look_needed(comparison, 10) == 10  # no further than the ceiling
     assert last_look_needed(comparison, 41, block=4) % 4 == 0
-    assert last_look_needed({"rounds": 3, "metrics": [decided]}, 41) is None
+    assert last_look_needed(judged_comparison(3, [decided]), 41) is None
     plan = Schedule.plan(3, 9)
     assert extended(plan, comparison, 41).looks[-1] == max(needs[0], 9)
-    assert extended(plan, {"rounds": 3, "metrics": [decided]}, 41) == plan
+    assert extended(plan, judged_comparison(3, [decided]), 41) == plan
 
 
 # The README suite's measured noise (docs/statistics.md, "Noise per round": TTFT p50 7.7% a
