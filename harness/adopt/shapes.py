@@ -282,7 +282,7 @@ def _python(files: Snapshot, mentions_api: Callable[[str], bool]) -> Shape | Non
             continue
         if main:
             serve, how = f"{PYTHON} -m {package}", f"{folder}/__main__.py"
-        else:
+        elif script is not None:
             module, attr = script[1].split(":")
             head, _, rest = attr.partition(".")
             call = f"{head}.{rest}()" if rest else f"{attr}()"

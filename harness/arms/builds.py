@@ -57,7 +57,7 @@ def build(project: Project, co: Checkout, say: Callable[[str], None] = _stderr) 
     command = build_command(project, co)
     key = hashlib.sha256(command.encode()).hexdigest()[:10]
     name = "WORKTREE" if co.is_working_tree else co.commit
-    stem = cache_dir(co.repo) / f"{name}.build-{key}"
+    stem = cache_dir(co.repo or co.path) / f"{name}.build-{key}"
     if co.is_working_tree:
         memo = (str(co.path), command)
         if memo not in _WORKING_TREE:

@@ -98,6 +98,8 @@ class TokenCounter:
         return ""
 
     async def _server_count(self, text: str, chat: bool) -> int | None:
+        if self.dialect is None:
+            return None
         if self.dialect is VLLM:
             body: dict[str, object] = {"model": self.model}
             body |= {"messages": _messages(text)} if chat else {"prompt": text}
@@ -120,6 +122,8 @@ class TokenCounter:
         return len(tokens) if isinstance(tokens, list) else None
 
     async def _post(self, path: str, body: dict) -> object:
+        if self.session is None:
+            return None
         try:
             status, data = await fetch_json(self.session, "POST", self.base + path, json=body)
         except ValueError:

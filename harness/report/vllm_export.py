@@ -36,8 +36,9 @@ def vllm_result(run: Run, label: str = "servegate") -> dict:
     ok = [r for r in records if r.ok]
     spans: dict[str, tuple[float, float]] = {}
     for r in ok:  # each phase's first send to last completion, as the run's tok_s
-        lo, hi = spans.get(r.phase, (r.send, r.end))
-        spans[r.phase] = (min(lo, r.send), max(hi, r.end))
+        end = r.send if r.end is None else r.end  # an answered request has ended
+        lo, hi = spans.get(r.phase, (r.send, end))
+        spans[r.phase] = (min(lo, r.send), max(hi, end))
     duration = sum(hi - lo for lo, hi in spans.values()) or 0.0
     output_tokens = sum(r.tokens for r in ok)
     input_tokens = sum(r.prompt_tokens for r in ok)

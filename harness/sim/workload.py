@@ -68,7 +68,7 @@ def groups(phase: Phase, lengths: list[int]) -> list[dict]:
                 for b in range(phase.bursts)]  # fmt: skip
     if phase.arrival == "concurrency":
         return [{"mode": "closed", "clients": phase.clients, "requests": reqs}]
-    for req, at in zip(reqs, arrival_offsets(phase), strict=True):
+    for req, at in zip(reqs, arrival_offsets(phase) or [], strict=True):
         req["at"] = at
     return [{"mode": "open", "requests": reqs}]
 

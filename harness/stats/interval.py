@@ -39,6 +39,13 @@ ORDER_FROM_ROUNDS = 6  # an order term is fitted from 6 rounds, with at least 3 
 ORDER_EACH = 3
 
 
+def _se(p: Paired) -> float:
+    """The standard error of two or more rounds (each caller has checked there are two)."""
+    if p.se is None:
+        raise ValueError("an interval needs two rounds")
+    return p.se
+
+
 def log_ratios(base: list[float], head: list[float]) -> np.ndarray:
     b, h = np.asarray(base, dtype=float), np.asarray(head, dtype=float)
     if b.shape != h.shape:
@@ -103,7 +110,7 @@ def ratio_interval(
     if r < 2:
         return RatioInterval(math.exp(mean), None, None, None, Method.T)
     if r < BOOTSTRAP_FROM_ROUNDS:
-        half = t_quantile(0.5 + CONFIDENCE / 2, p.df) * p.se
+        half = t_quantile(0.5 + CONFIDENCE / 2, p.df) * _se(p)
         lo, hi, method = mean - half, mean + half, Method.T
     else:
         from scipy import stats  # 0.8 s to import: only a bootstrap pays it
@@ -128,7 +135,7 @@ def t_bounds(p: Paired, alpha: float) -> tuple[float, float] | None:
     rounds). None below two rounds or for a degenerate alpha."""
     if p.d.size < 2 or not 0 < alpha < 0.5:
         return None
-    half = t_quantile(1 - alpha, p.df) * p.se
+    half = t_quantile(1 - alpha, p.df) * _se(p)
     return math.exp(p.mean - half), math.exp(p.mean + half)
 
 
@@ -144,7 +151,8 @@ def detectable_shift(
     if p.d.size < 2 or not 0 < alpha < 0.5:
         return None
     t_power, t_alpha = t_quantile(power, p.df), t_quantile(1 - alpha, p.df)
-    return max((t_alpha + t_power) * p.se, log_limit + t_power * p.se)
+    se = _se(p)
+    return max((t_alpha + t_power) * se, log_limit + t_power * se)
 
 
 def rounds_to_pass(

@@ -84,6 +84,8 @@ def next_level(plan: CapacityPlan, tried: list[Tried]) -> float | None:
     low, high = bracket(plan, tried)
     whole = plan.mode == "concurrency"
     if high is None:  # everything met so far: double, up to the most
+        if low is None:  # nothing tried: not reached once `tried` holds a level
+            return plan.start
         nxt = min(low.level * 2, plan.most)
         return None if nxt <= low.level else nxt
     if low is None:  # everything missed: halve, down to one client or start/64 req/s

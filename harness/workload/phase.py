@@ -100,7 +100,9 @@ class Phase:
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SuiteError(f"{where}: {key} must be a positive integer, got {value!r}")
-        if self.arrival == "rate" and not (finite(self.rate) and self.rate > 0):
+        if self.arrival == "rate" and not (
+            self.rate is not None and finite(self.rate) and self.rate > 0
+        ):
             raise SuiteError(f'{where}: arrival = "rate" needs a finite rate > 0 (requests/s)')
         if not (finite(self.temperature) and self.temperature >= 0):
             raise SuiteError(f"{where}: temperature must be a finite number >= 0")
