@@ -18,7 +18,6 @@ from harness.report.summary import bisect_shas, reproduce
 from harness.results import bisect_result as saved
 from harness.results import store
 from harness.results.bisect_result import BisectResult
-from harness.results.comparison import Comparison
 
 
 def _commit(c: Commit) -> saved.Commit:
@@ -27,7 +26,7 @@ def _commit(c: Commit) -> saved.Commit:
 
 def step_row(step: Step, metrics: list[str]) -> saved.Step:
     """One line of the path: the commit, each followed metric's ratio and CI, the mark."""
-    comp = Comparison.from_json(step.result["comparison"]) if step.result else None
+    comp = step.comparison
     by_name = {m.name: m for m in comp.metrics} if comp else {}
     shown = [by_name[n] for n in metrics if n in by_name]
     return saved.Step(
@@ -58,10 +57,7 @@ def summary(outcome: BisectOutcome, suite: str, good: Commit, command: str) -> B
         metrics=outcome.metrics,
         commits=[replace(_commit(c), mark=marks.get(c.sha, "")) for c in outcome.commits],
         path=rows,
-        comparisons=[
-            Comparison.from_json(s.result["comparison"]) if s.result else None
-            for s in outcome.steps
-        ],
+        comparisons=[s.comparison for s in outcome.steps],
         culprit=_commit(outcome.culprit) if outcome.culprit else None,
         suspects=[_commit(c) for c in outcome.suspects],
         budget_ended=outcome.budget_ended,
@@ -88,9 +84,9 @@ def write_bisect_report(result: BisectResult, final: Step | None, out_dir: Path)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     final_rows = []
-    if final is not None and final.result is not None:
+    if final is not None and final.result is not None and final.comparison is not None:
         result = replace(result, final_report=write_report(final.result, out_dir).name)
-        final_rows = tables.metric_rows(Comparison.from_json(final.result["comparison"]))
+        final_rows = tables.metric_rows(final.comparison)
     ends = [c.short[:8] if c else "unknown" for c in (result.good, result.bad)]
     stem = "-".join([slug(str(result.created)[:10]), "bisect", slug(result.suite), *ends])
     stem = claim_file(out_dir, [stem], ".json", (".md",)).stem  # never another bisect's

@@ -49,6 +49,11 @@ class Step:
     mark: Mark | None = None
     reason: str = ""
 
+    @property
+    def comparison(self) -> Comparison | None:
+        """The step's comparison as its record; None when it has no result."""
+        return None if self.result is None else Comparison.from_json(self.result["comparison"])
+
 
 @dataclass
 class BisectOutcome:
@@ -133,7 +138,8 @@ class Bisector:
         if confirm.result is None:
             raise BisectError(f"bad {bad.short} cannot be measured: {confirm.reason}")
         self.steps = steps = [confirm]
-        confirm_comparison = Comparison.from_json(confirm.result["comparison"])
+        confirm_comparison = confirm.comparison
+        assert confirm_comparison is not None  # it has a result
         metrics = followed_metrics(confirm_comparison, asked)
         self.metrics = metrics
         confirm.mark, confirm.reason = judge_step(confirm.result, metrics)
