@@ -8,21 +8,25 @@ from __future__ import annotations
 from dataclasses import replace
 
 from harness.results.comparison import Comparison, MetricResult
+from harness.results.errors import ComparisonError
 from harness.results.metrics import Method, metric
 from harness.results.verdicts import EXIT_CODES, Verdict
-from harness.stats.compare import check_fingerprints, gate_rounds, overall_verdict
+from harness.stats.compare import GateRound, check_fingerprints, overall_verdict
 from harness.stats.verdict import ratio_verdict
 
 
-def compare_simulated(base: dict, head: dict, tolerances: dict[str, float]) -> Comparison:
-    rounds = gate_rounds([{"round": 1, "base": base, "head": head}])
-    fingerprint = check_fingerprints(rounds)
-    runs = {arm: run for arm, run in rounds[0].runs.items() if run is not None}
+def compare_simulated(rnd: GateRound, tolerances: dict[str, float]) -> Comparison:
+    """The one simulated round `rnd` (base and head both there) gated."""
+    fingerprint = check_fingerprints([rnd])
+    pair = rnd.pair("head")
+    if pair is None:
+        raise ComparisonError("a simulated comparison needs a base and a head run")
+    named = zip(("base", "head"), pair, strict=True)
     invalid = [f"{arm}: invalid: {'; '.join(run.invalid_reasons)}"
-               for arm, run in runs.items() if not run.valid]  # fmt: skip
+               for arm, run in named if not run.valid]  # fmt: skip
     metrics = []
     for name, tol in tolerances.items():
-        b, h = runs["base"].value(name), runs["head"].value(name)
+        b, h = (run.summary.get(name) for run in pair)
         better = metric(name).lower_is_better
         unjudged = MetricResult(name=name, base=[b], head=[h], ratio=None, ci_low=None,
                                 ci_high=None, tolerance=tol, verdict=Verdict.NA, mde=None,

@@ -11,6 +11,7 @@ from harness.escape import terminal
 from harness.runs.plan import ArmPlan
 from harness.sim.gate import compare_simulated
 from harness.sim.simulated_run import described, sim_run
+from harness.stats.compare import gate_rounds
 from harness.workload.suite import Suite
 
 
@@ -28,8 +29,8 @@ class SimulatedABRunner:
         for name in ("base", "head"):
             self.say(terminal(f"simulating {name} ({self.plans[name].desc.label})"))
             runs[name] = sim_run(self.suite, self.plans[name].arm, self.costs)
-        comparison = compare_simulated(runs["base"], runs["head"], self.suite.gate)
         self.rounds = [{"round": 1, "order": ["base", "head"], **runs}]
+        comparison = compare_simulated(gate_rounds(self.rounds)[0], self.suite.gate)
         return {
             "rounds": self.rounds,
             "crash": None,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from statistics import median
+from typing import Protocol
 
 from harness.results.ab_result import Crash
 from harness.results.comparison import Comparison, Looks, MetricResult
@@ -20,17 +21,28 @@ from harness.stats.verdict import changed_within_tolerance, peak_verdict, ratio_
 ARMS = ("base", "head", "null")
 
 
+class Gated(Protocol):
+    """What the gate reads of one run (a saved run, a sweep's level of one): its workload,
+    validity and summary."""
+
+    @property
+    def fingerprint(self) -> str | None: ...
+    @property
+    def valid(self) -> bool: ...
+    @property
+    def invalid_reasons(self) -> list[str]: ...
+    @property
+    def summary(self) -> dict[str, float | None]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class GateRun:
-    """What the gate reads of one run: its workload, validity and summary."""
+    """A run as the gate reads it from JSON."""
 
     fingerprint: str | None
     valid: bool
     invalid_reasons: list[str]
     summary: dict[str, float | None]
-
-    def value(self, name: str) -> float | None:
-        return self.summary.get(name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,14 +51,16 @@ class GateRound:
     the order the arms were measured in."""
 
     round: int
-    runs: dict[str, GateRun | None]
+    runs: dict[str, Gated | None]
     order: list[str]
 
-    def run(self, arm: str) -> GateRun | None:
+    def run(self, arm: str) -> Gated | None:
         return self.runs.get(arm)
 
-    def paired(self, arm: str) -> bool:
-        return self.run("base") is not None and self.run(arm) is not None
+    def pair(self, arm: str) -> tuple[Gated, Gated] | None:
+        """(base's run, `arm`'s run) when the round has both."""
+        base, other = self.run("base"), self.run(arm)
+        return None if base is None or other is None else (base, other)
 
 
 def gate_rounds(rounds: list[dict]) -> list[GateRound]:
@@ -227,15 +241,16 @@ def _metrics(
     schedule: Schedule,
     block: int = 1,
 ) -> list[MetricResult]:
-    paired = [(r.runs["base"], r.runs[arm]) for r in rounds if r.paired(arm)]
+    kept = [r for r in rounds if r.pair(arm)]
+    paired = [p for r in kept if (p := r.pair(arm))]
     if not paired:
         return []
     alpha = schedule.metric_alpha(len(paired), len(interval_metrics(tolerances)))
-    later = measured_later([r for r in rounds if r.paired(arm)], arm)
+    later = measured_later(kept, arm)
     out = []
     for name, tol in tolerances.items():
-        base = [b.value(name) for b, _ in paired]  # type: ignore[union-attr]
-        other = [o.value(name) for _, o in paired]  # type: ignore[union-attr]
+        base = [b.summary.get(name) for b, _ in paired]
+        other = [o.summary.get(name) for _, o in paired]
         out.append(compare_metric(name, base, other, tol, slack_bytes, seed=seed, alpha=alpha,
                                   block=block, later=later))  # fmt: skip
     return out
@@ -273,17 +288,17 @@ def ungated(
 ) -> list[MetricResult]:
     """The interval metrics the suite does not gate, compared over the paired rounds where every
     run measured them (at least two): stored so a report can show what moved, never judged."""
-    paired = [r for r in rounds if r.paired("head")]
+    kept = [r for r in rounds if r.pair("head")]
+    pairs = [p for r in kept if (p := r.pair("head"))]
+    later = measured_later(kept, "head")
     out = []
     for m in CATALOGUE:
         if m.name in tolerances or not m.gateable or m.memory_peak:
             continue
-        pairs = [(r.runs["base"], r.runs["head"]) for r in paired]
-        base = [b.value(m.name) for b, _ in pairs]  # type: ignore[union-attr]
-        head = [h.value(m.name) for _, h in pairs]  # type: ignore[union-attr]
+        base = [b.summary.get(m.name) for b, _ in pairs]
+        head = [h.summary.get(m.name) for _, h in pairs]
         if len(base) < 2 * block or any(v is None or v <= 0 for v in [*base, *head]):
             continue
-        later = measured_later(paired, "head")
         result = compare_metric(m.name, base, head, 0.0, seed=seed, block=block, later=later)
         out.append(replace(result, verdict=Verdict.NA, note="not gated", changed=False))
     return out
@@ -299,13 +314,31 @@ def compare_rounds(
     schedule: Schedule | None = None,
     block: int = 1,
 ) -> Comparison:
-    """Rounds `[{"round", "order", "base", "head", "null"}]` of run records -> a Comparison.
+    """Rounds `[{"round", "order", "base", "head", "null"}]` of run records -> a Comparison
+    (`compare_gated`, once they are read).
 
     Every metric in `tolerances` is gated; the null arm, where present, is judged the same way
     against base and reported as the noise floor. A REGRESSION must clear the alpha that
     `schedule` gives this look (default: one look at these rounds, the whole 1% budget);
     `block` > 1 judges interval metrics over whole device cycles (`blocked`).
     Raises ComparisonError for mixed workloads."""
+    return compare_gated(
+        gate_rounds(rounds), tolerances, slack_bytes, crash=crash, seed=seed, schedule=schedule,
+        block=block,
+    )  # fmt: skip
+
+
+def compare_gated(
+    rounds: list[GateRound],
+    tolerances: dict[str, float],
+    slack_bytes: float = 0,
+    *,
+    crash: Crash | None = None,
+    seed: int = 0,
+    schedule: Schedule | None = None,
+    block: int = 1,
+) -> Comparison:
+    """compare_rounds on rounds already read (a sweep's levels hand theirs over as they are)."""
     if not rounds:
         raise ComparisonError("no rounds to compare")
     for name, tol in tolerances.items():
@@ -315,15 +348,14 @@ def compare_rounds(
             metric(name)
         except ValueError as err:
             raise ComparisonError(str(err)) from None
-    rounds_read = gate_rounds(rounds)
-    fingerprint = check_fingerprints(rounds_read)
-    invalid = invalid_runs(rounds_read, crash)
-    n = sum(1 for r in rounds_read if r.paired("head"))
+    fingerprint = check_fingerprints(rounds)
+    invalid = invalid_runs(rounds, crash)
+    n = sum(1 for r in rounds if r.pair("head"))
     if n == 0 and not invalid:
         raise ComparisonError("no round has both a base and a head run")
     schedule = schedule or Schedule.single(max(n, 1))
-    metrics = _metrics(rounds_read, "head", tolerances, slack_bytes, seed, schedule, block)
-    noise = _metrics(rounds_read, "null", tolerances, slack_bytes, seed, schedule, block)
+    metrics = _metrics(rounds, "head", tolerances, slack_bytes, seed, schedule, block)
+    noise = _metrics(rounds, "null", tolerances, slack_bytes, seed, schedule, block)
     verdict = overall_verdict(metrics, invalid)
     return Comparison(
         verdict=verdict,
@@ -334,7 +366,7 @@ def compare_rounds(
         noise=noise,
         invalid=invalid,
         warnings=[],
-        ungated=ungated(rounds_read, tolerances, seed, block),
+        ungated=ungated(rounds, tolerances, seed, block),
         schedule=Looks.from_json(schedule.to_dict()),
         block=block,
     )

@@ -21,7 +21,7 @@ from harness.results.sweep_result import (
 )
 from harness.results.verdicts import EXIT_CODES, INVALID
 from harness.sim.gate import compare_simulated
-from harness.stats.compare import compare_rounds
+from harness.stats.compare import GateRound, compare_gated
 from harness.sweep.knee import KNEE_GAIN, Point, Slo, goodput, knee, slo_table
 
 CURVE_METRICS = (*SUMMARY_KEYS, "requests")  # per level: every metric, medians over rounds
@@ -59,16 +59,19 @@ def _compare(
 ) -> Comparison:
     complete = [r for r in rounds if r.base is not None and r.head is not None]
     if complete and all(run and run.simulated for r in complete for run in (r.base, r.head)):
-        base, head = complete[0].base, complete[0].head
-        return compare_simulated(base.to_json(), head.to_json(), tolerances)  # type: ignore[union-attr]
+        return compare_simulated(_gated(complete[0]), tolerances)
     try:
-        return compare_rounds([r.to_json() for r in complete or rounds], tolerances, slack,
-                              crash=crash)  # fmt: skip
+        return compare_gated([_gated(r) for r in complete or rounds], tolerances, slack,
+                             crash=crash)  # fmt: skip
     except ComparisonError as exc:
         if not rounds and crash is None:
             raise
         why = [str(exc)] if rounds else ["no run reached this level"]
         return Comparison.invalid_only(why, len(complete))
+
+
+def _gated(r: LevelRound) -> GateRound:
+    return GateRound(r.round, {"base": r.base, "head": r.head, "null": r.null}, [])
 
 
 def judge(
