@@ -9,6 +9,7 @@ from datetime import datetime
 import numpy as np
 
 from harness.load.record import RequestRecord
+from harness.results.record import set_fields
 from harness.results.run import PhaseFacts, Run
 
 PERCENTILES = (50, 90, 95, 99)
@@ -26,13 +27,9 @@ def _stats(name: str, values_ms: list[float]) -> dict[str, float]:
         return out | {f"p{p}_{name}_ms": float(np.percentile(xs, p)) for p in PERCENTILES}
 
 
-def _known(request: dict) -> dict:
-    return {k: v for k, v in request.items() if v is not None}  # what it left out: defaults
-
-
 def vllm_result(run: Run, label: str = "servegate") -> dict:
     """One run record (docs/run-json.md) as vLLM's result JSON."""
-    records = [RequestRecord.from_dict(_known(r.to_json())) for r in run.requests]
+    records = [RequestRecord.from_dict(set_fields(r)) for r in run.requests]
     ok = [r for r in records if r.ok]
     spans: dict[str, tuple[float, float]] = {}
     for r in ok:  # each phase's first send to last completion, as the run's tok_s

@@ -173,6 +173,11 @@ def to_json(value: Any) -> Any:
     return value
 
 
+def set_fields(value: Any) -> dict:
+    """A record as JSON without the fields it leaves null: what its writer left out."""
+    return {k: v for k, v in to_json(value).items() if v is not None}
+
+
 class Record:
     """The JSON boundary of a frozen dataclass record: `Cls.from_json(doc)` and `x.to_json()`."""
 
