@@ -32,10 +32,9 @@ from harness.cli.options import (
 from harness.cli.outputs import (
     writable_dir,
 )
-from harness.report.ab_report import to_plain, write_report
+from harness.report.ab_report import plain_result, write_report
 from harness.report.summary import ab_summary
 from harness.report.terminal import print_verdict
-from harness.results.ab_result import ABResult
 from harness.results.errors import ComparisonError
 from harness.results.saved import load_result
 from harness.runs.ab import ab_result, finished
@@ -48,13 +47,13 @@ def ab_ending(result: dict, out_dir: Path, interrupted: bool = False) -> Ending:
     """How an A/B (or an offline compare, or a re-rendered report) ends: the verdict as the
     gate gave it, then the views of the result's record (read when first shown)."""
     comp = result["comparison"]
-    record = cache(lambda: ABResult.from_json(to_plain(result)))
+    record = cache(lambda: plain_result(result)[1])  # read once, for the terminal and summary
     return Ending(
         comp["verdict"],
         comp["exit_code"],
         show=lambda: print_verdict(Console(width=120), record()),
         write_report=lambda: write_report(result, out_dir),
-        summary=lambda report: ab_summary(to_plain(result), report),
+        summary=lambda report: ab_summary(record(), report),
         interrupted=interrupted,
     )
 

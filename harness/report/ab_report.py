@@ -175,12 +175,17 @@ def write_result(doc: dict, out_dir: Path, stem: str) -> bool:
     return raw
 
 
+def plain_result(ab_result: dict) -> tuple[dict, ABResult]:
+    """The result as what is saved (raw data and all) and as its record."""
+    doc = to_plain(ab_result)
+    return doc, ABResult.from_json(doc)
+
+
 def write_report(ab_result: dict, out_dir: Path, rerender: bool = False) -> Path:
     """Write <stem>.md, <stem>.json (slim), <stem>.raw.json.gz (everything) and the plots
     <stem>-rss.png / -ttft.png under out_dir; return the .md. A result read back without its
     raw file (a slim JSON alone) is rendered without plots."""
-    doc = to_plain(ab_result)
-    ab = ABResult.from_json(doc)
+    doc, ab = plain_result(ab_result)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = unique_stem(out_dir, report_stem(ab), ab.created, rerender)

@@ -75,8 +75,7 @@ def arm_shas(result: ABResult) -> dict[str, str | None]:
     return {name: None if arm.dirty else arm.commit for name, arm in arms.items()}
 
 
-def ab_summary(ab: dict, report: str | None) -> str:
-    result = ABResult.from_json(ab)
+def ab_summary(result: ABResult, report: str | None) -> str:
     comp = result.comparison
     h = headline_of(comp)
     what = f"{result.suite}, {result.base.label} vs {result.head.label}"

@@ -48,6 +48,10 @@ def saved(suite: str, base: str, head: str, commits: tuple, command: str, comp: 
             "command": command, "comparison": comp}  # fmt: skip
 
 
+def ab_summary_of(saved_doc: dict, report: str | None) -> str:
+    return ab_summary(ABResult.from_json(saved_doc), report)
+
+
 def ab_result(head_scale: float, cv: float = 0.01, crash: dict | None = None) -> dict:
     rng = np.random.default_rng(5)
     base = 100 * rng.lognormal(0, cv, 5)
@@ -76,17 +80,17 @@ def test_each_verdict_is_said_in_the_first_line():
     }
     for verdict, result in cases.items():
         assert result["comparison"]["verdict"] == verdict
-        text = ab_summary(result, "results/r.md")
+        text = ab_summary_of(result, "results/r.md")
         first = text.splitlines()[0]
         assert f"servegate ab: {verdict} (exit {result['comparison']['exit_code']})" in first
         assert "short-concurrency, main@aaaaaaaa vs HEAD@bbbbbbbb" in first
         assert "| Metric | Base | Head | Change | 95% CI | Tolerance | Verdict |" in text
         assert f"harness ab --base {SHA_A} --head {SHA_B} --out-dir results" in text
         assert "Full report: `results/r.md`" in text
-    assert "ttft_p50_ms +" in ab_summary(cases["REGRESSION"], None).splitlines()[0]
-    assert "not a pass" in ab_summary(cases["INCONCLUSIVE"], None).splitlines()[0]
-    assert "arm head crashed in round 2" in ab_summary(cases["INVALID"], None).splitlines()[0]
-    assert "⚠️" in ab_summary(cases["INCONCLUSIVE"], None).splitlines()[0]
+    assert "ttft_p50_ms +" in ab_summary_of(cases["REGRESSION"], None).splitlines()[0]
+    assert "not a pass" in ab_summary_of(cases["INCONCLUSIVE"], None).splitlines()[0]
+    assert "arm head crashed in round 2" in ab_summary_of(cases["INVALID"], None).splitlines()[0]
+    assert "⚠️" in ab_summary_of(cases["INCONCLUSIVE"], None).splitlines()[0]
 
 
 def gated(name: str, ratio: float, verdict: str, tol: float, lower: bool = True) -> dict:
@@ -129,7 +133,7 @@ def test_a_regression_that_bought_an_improvement_is_a_trade_off_in_every_first_l
         "# REGRESSION (trade-off): tpot_ms +285% paid for ttft_p50_ms 0.52x; exit 1 (a gated "
         "metric is worse beyond tolerance, at the gate's 1% false-regression rate)"
     )
-    assert ab_summary(ab, None).splitlines()[0] == (
+    assert ab_summary_of(ab, None).splitlines()[0] == (
         "### ❌ servegate ab: REGRESSION (trade-off, exit 1): prefill-storm, HEAD@c4678187 "
         "default vs WORKTREE@c4678187 --prefill-max-seqs 4: tpot_ms +285% paid for "
         "ttft_p50_ms 0.52x"
@@ -159,10 +163,10 @@ def test_every_metric_that_paid_and_was_bought_is_named_and_nothing_else_is_a_tr
     for ab in (plain, improved, unsure):
         said = headline_of(Comparison.from_json(ab["comparison"]))
         assert said.trade_off is None and said.words == said.verdict
-        assert "trade-off" not in ab_summary(ab, None) + verdict_line(said)
+        assert "trade-off" not in ab_summary_of(ab, None) + verdict_line(said)
     said = headline_of(Comparison.from_json(plain["comparison"]))
     assert verdict_line(said).startswith("# REGRESSION: exit 1 (")
-    assert "servegate ab: REGRESSION (exit 1): " in ab_summary(plain, None).splitlines()[0]
+    assert "servegate ab: REGRESSION (exit 1): " in ab_summary_of(plain, None).splitlines()[0]
 
 
 # the mark before a verdict groups it for a reader: green only for what let the change through
@@ -178,10 +182,10 @@ def test_an_invalid_result_is_never_marked_with_the_passing_ones():
         line = headline("ab", verdict, 0, "s")
         assert line.startswith(f"### {mark} servegate ab: {verdict} (exit 0): s"), line
     crashed = ab_result(1.0, crash={"arm": "head", "round": 2, "message": "exit 137"})
-    first = ab_summary(crashed, None).splitlines()[0]
+    first = ab_summary_of(crashed, None).splitlines()[0]
     assert first.startswith("### ⛔ servegate ab: INVALID (exit 2): short-concurrency"), first
     assert "✅" not in first
-    assert ab_summary(ab_result(1.0), None).startswith("### ✅ servegate ab: PASS (exit 0): ")
+    assert ab_summary_of(ab_result(1.0), None).startswith("### ✅ servegate ab: PASS (exit 0): ")
     commit = {"sha": SHA_B, "short": SHA_B[:10], "subject": "x"}
     lost = {"suite": "s", "good": commit, "bad": commit, "culprit": None, "path": []}
     assert bisect_summary(BisectResult.from_json(lost), None).startswith(
@@ -191,7 +195,7 @@ def test_an_invalid_result_is_never_marked_with_the_passing_ones():
 
 def test_the_change_column_is_the_ratio_of_the_two_columns_beside_it():
     result = ab_result(1.04)
-    row = next(line for line in ab_summary(result, None).splitlines() if "| ttft_p50_ms" in line)
+    row = next(line for line in ab_summary_of(result, None).splitlines() if "| ttft_p50_ms" in line)
     base, head, change = (float(c.split()[0].rstrip("%")) for c in row.split("|")[2:5])
     assert abs((head / base - 1) * 100 - change) < 0.16, row  # each cell rounded
 
