@@ -149,7 +149,8 @@ def from_json(cls: type[R], data: object, where: str = "the result") -> R:
             if required:
                 raise ComparisonError(f"{where}.{name} is missing")
             continue
-        values[name] = read(tp, data[name], f"{where}.{name}")
+        at = where if name == flat else f"{where}.{name}"  # a flat field's items are the record's
+        values[name] = read(tp, data[name], at)
     record = cls(**values)
     check = getattr(record, "check", None)
     if check is not None:

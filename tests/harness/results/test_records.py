@@ -13,7 +13,7 @@ from harness.results.bisect_result import BisectResult
 from harness.results.comparison import Comparison, MetricResult
 from harness.results.errors import ComparisonError
 from harness.results.run import Run
-from harness.results.sweep_result import SweepResult
+from harness.results.sweep_result import CurvePoint, SweepResult
 
 from helpers import REPO
 from helpers.arms import scripted
@@ -116,3 +116,10 @@ def test_every_field_of_the_comparison_records_has_a_row_in_the_docs():
     for record in (Comparison, MetricResult):
         missing = [f.name for f in dataclasses.fields(record) if f.name not in rows]
         assert not missing, (record.__name__, missing)
+
+
+def test_a_flat_field_is_named_where_it_stands_in_the_file():
+    point = {"name": "c1", "level": 1, "rounds": 3, "valid": True, "tok_s": "fast"}
+    with pytest.raises(ComparisonError, match=r"^p\.tok_s is 'fast', not a finite number$"):
+        CurvePoint.from_json(point, "p")
+    assert CurvePoint.from_json(point | {"tok_s": 5.0}).median("tok_s") == 5.0
