@@ -9,7 +9,7 @@ from datetime import datetime
 import numpy as np
 
 from harness.load.record import RequestRecord
-from harness.results.record import set_fields
+from harness.results.record import to_json
 from harness.results.run import PhaseFacts, Run
 
 PERCENTILES = (50, 90, 95, 99)
@@ -29,7 +29,7 @@ def _stats(name: str, values_ms: list[float]) -> dict[str, float]:
 
 def vllm_result(run: Run, label: str = "servegate") -> dict:
     """One run record (docs/run-json.md) as vLLM's result JSON."""
-    records = [RequestRecord.from_dict(set_fields(r)) for r in run.requests]
+    records = [RequestRecord.from_dict(to_json(r)) for r in run.requests]
     ok = [r for r in records if r.ok]
     spans: dict[str, tuple[float, float]] = {}
     for r in ok:  # each phase's first send to last completion, as the run's tok_s

@@ -4,7 +4,8 @@ file is one line naming the field: `rounds[0].head.valid is 'yes', not true or f
 `to_json` writes it back. A record's field without a default must be there; a field may be
 null only where its type admits None (a missing field with a default of None reads as null); a
 key no record names is left out. A record whose `FLAT` names one of its dict fields keeps that
-field's items at its own level in JSON (a curve's point: its name, level and every metric).
+field's items at its own level in JSON (a curve's point: its name, level and every metric);
+`to_json` leaves out a null field that may be missing, as the writers always did.
 
 The kinds of value beyond Python's types are `Annotated` aliases: Count (a whole number >= 0),
 Pos (a finite number >= 0), Rounds, Code (an exit code), Date (ISO 8601), Words (a string or a
@@ -91,6 +92,12 @@ def _fields(cls: type) -> tuple[tuple[str, Any, bool], ...]:
     return tuple((f.name, hints[f.name], _required(f)) for f in dataclasses.fields(cls) if f.init)
 
 
+@cache
+def _null_defaults(cls: type) -> frozenset[str]:
+    """The fields whose default is None: left out of JSON while null (read back as null)."""
+    return frozenset(f.name for f in dataclasses.fields(cls) if f.init and f.default is None)
+
+
 def _required(f: dataclasses.Field) -> bool:
     return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
 
@@ -161,7 +168,12 @@ def from_json(cls: type[R], data: object, where: str = "the result") -> R:
 def to_json(value: Any) -> Any:
     """A record (or a value holding records) as JSON: every field by name."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        out = {name: to_json(getattr(value, name)) for name, _, _ in _fields(type(value))}
+        fields, omitted = _fields(type(value)), _null_defaults(type(value))
+        out = {
+            name: to_json(getattr(value, name))
+            for name, _, _ in fields
+            if name not in omitted or getattr(value, name) is not None
+        }
         if flat := getattr(value, "FLAT", None):
             out |= out.pop(flat)
         return out
@@ -172,11 +184,6 @@ def to_json(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: to_json(v) for k, v in value.items()}
     return value
-
-
-def set_fields(value: Any) -> dict:
-    """A record as JSON without the fields it leaves null: what its writer left out."""
-    return {k: v for k, v in to_json(value).items() if v is not None}
 
 
 class Record:

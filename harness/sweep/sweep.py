@@ -11,7 +11,7 @@ from pathlib import Path
 from harness.load.phase import Progress
 from harness.report.ab_report import to_plain
 from harness.results.ab_result import Crash
-from harness.results.record import set_fields
+from harness.results.record import to_json
 from harness.results.run import Run
 from harness.results.sweep_result import LevelRound, LevelRun, SweepRun
 from harness.runs.ab import order, placement
@@ -119,7 +119,7 @@ def level_runs(run: Run | None, names: list[str]) -> dict[str, LevelRun]:
         ]
         out[name] = LevelRun(
             fingerprint=fingerprint(
-                {"suite": run.workload.suite, "phases": [set_fields(facts[name])]}
+                {"suite": run.workload.suite, "phases": [to_json(facts[name])]}
             ),
             valid=not reasons,
             invalid_reasons=reasons,
