@@ -222,7 +222,7 @@ def has_raw(doc: object) -> bool:
     if not isinstance(doc, dict):
         return False
     if is_run(doc):
-        return any(k in doc for k in RAW_KEYS)
+        return any(doc.get(k) for k in RAW_KEYS)  # a slim run's record holds them empty
     return any(has_raw(v) for v in doc.values())
 
 

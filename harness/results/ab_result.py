@@ -51,6 +51,10 @@ class Round(Record):
     turns: Count | None = None
     machine: Table | None = None  # what else the machine did meanwhile (runs/quiet.py)
 
+    def of(self, arm: str) -> Run | None:
+        """The arm's run this round (base, head or null); None where it has none."""
+        return {"base": self.base, "head": self.head, "null": self.null}[arm]
+
 
 @dataclass(frozen=True, kw_only=True)
 class ABResult(Record):

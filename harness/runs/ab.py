@@ -13,7 +13,7 @@ from pathlib import Path
 from harness.arms.launcher import LaunchError, reopen, stop_all
 from harness.load.baton import Baton
 from harness.load.phase import Progress
-from harness.results.ab_result import Crash
+from harness.results.ab_result import Crash, Round
 from harness.results.comparison import Comparison, Looks
 from harness.results.store import schema
 from harness.results.verdicts import INCONCLUSIVE_EXIT, Verdict
@@ -75,7 +75,7 @@ class ABRunner:
     say: Callable[[str], None] = lambda _: None  # noqa: E731  # a line for the user (the wait)
     # a look that left the gate undecided: (its comparison, the next look, each round's seconds)
     on_look: Callable[[Comparison, int, list[float]], None] = lambda *_: None  # noqa: E731
-    rounds: list[dict] = field(default_factory=list, init=False)  # as run so far
+    rounds: list[Round] = field(default_factory=list, init=False)  # as run so far
     cut_short: bool = field(default=False, init=False)  # the budget took rounds away
     _plan: Schedule | None = field(default=None, init=False)  # once moved by noise or budget
 
@@ -107,26 +107,29 @@ class ABRunner:
                     break
             waited = wait_for_quiet(self.quiet_wait_s, self.say) if self.quiet_wait_s else 0.0
             i, started, load, clock = len(rounds), time.monotonic(), load1(), CpuClock.now()
-            record = {"round": i + 1, "order": order(i, names), "null": None}
-            record |= dict.fromkeys(names)  # each filled in as its run completes
-            rounds.append(record)
             placed = self._placed(i, names)
-            record["devices"] = {n: p.arm.device for n, p in placed.items() if p.arm.device}
+            devices = {n: p.arm.device for n, p in placed.items() if p.arm.device}
+            rounds.append(Round(round=i + 1, order=order(i, names), devices=devices))
             if self.block > 1:  # every arm on its own device, all measured at once
-                record["launch"] = list(names)
-                crash = self._measure_at_once(i + 1, target, placed, record)
+                self._update(launch=list(names))
+                crash = self._measure_at_once(i + 1, target, placed)
             else:
-                crash = self._measure_in_turn(i + 1, target, placed, record)
-            record["wall_s"] = round(time.monotonic() - started, 3)
-            record["machine"] = round_machine(clock, CpuClock.now(), load, waited)
-            mismatch, invalid = workload_mismatch(rounds), has_invalid_run(record, names)
+                crash = self._measure_in_turn(i + 1, target, placed)
+            machine = round_machine(clock, CpuClock.now(), load, waited)
+            self._update(wall_s=round(time.monotonic() - started, 3), machine=machine)
+            mismatch, invalid = workload_mismatch(rounds), has_invalid_run(rounds[-1])
             decided = len(rounds) < target or crash or mismatch or invalid
             if not decided and self.more_rounds(comparison := self._compare(rounds, None)):
                 comparison = self._extended(comparison)
                 if upcoming := self.schedule.next_look(target):
-                    self.on_look(comparison, upcoming, [r["wall_s"] for r in rounds])
+                    self.on_look(comparison, upcoming, walls(rounds))
                 target = upcoming or target
         return self.outcome(crash, mismatch)
+
+    def _update(self, **fields) -> None:
+        """The round under way, with what it has now (a run as soon as it completes: an
+        interrupt keeps every finished run)."""
+        self.rounds[-1] = replace(self.rounds[-1], **fields)
 
     def _fit(self, target: int) -> int:
         """The rounds the budget still holds, at the slowest round so far: fewer than planned
@@ -135,7 +138,7 @@ class ABRunner:
         done = len(self.rounds)
         if self.budget is None:
             return target
-        fits = done + self.budget.rounds_that_fit([r["wall_s"] for r in self.rounds])
+        fits = done + self.budget.rounds_that_fit(walls(self.rounds))
         fits -= fits % self.block
         if fits >= min(target, self.schedule.looks[-1]):
             return target
@@ -171,23 +174,20 @@ class ABRunner:
             started=started, **({"baton": baton} if baton else {}),
         )  # fmt: skip
 
-    def _measure_in_turn(
-        self, rnd: int, target: int, placed: dict[str, ArmPlan], record: dict
-    ) -> Crash | None:
+    def _measure_in_turn(self, rnd: int, target: int, placed: dict[str, ArmPlan]) -> Crash | None:
         """The round's arms one after the other in its order; with start_together their
         servers were all started first and their bursts take turns. The first crash ends the
         round."""
-        crash = None
+        crash, names = None, self.rounds[-1].order or []
         # launched in the order measured: no arm is always the first to start
-        record["launch"] = record["order"] if self.start_together else []
-        ready = (
-            self._start_round(rnd, target, placed, record["order"]) if self.start_together else {}
-        )
+        self._update(launch=names if self.start_together else [])
+        ready = self._start_round(rnd, target, placed, names) if self.start_together else {}
         try:
             if ready:  # started together on one machine: measured at once, taking turns
-                return self._measure_at_once(rnd, target, placed, record, ready)
-            for name in record["order"]:
-                record[name], crash = self._measure(rnd, target, placed[name])
+                return self._measure_at_once(rnd, target, placed, ready)
+            for name in names:
+                run, crash = self._measure(rnd, target, placed[name])
+                self._update(**{name: run})
                 if crash:
                     break
         finally:  # a crash or an interrupt leaves no started server behind
@@ -201,7 +201,6 @@ class ABRunner:
         rnd: int,
         target: int,
         placed: dict[str, ArmPlan],
-        record: dict,
         ready: dict | None = None,
     ) -> Crash | None:
         """Every arm of the round measured at the same time; the first crash (in the round's
@@ -209,7 +208,7 @@ class ABRunner:
         together on one machine), one burst (or one phase of another kind) at a time, in the
         round's order, then reversed, ... (ABBA), so that a slow spell of the machine, which
         lasts seconds, falls on both arms (docs/measurement.md)."""
-        names = record["order"]
+        names = self.rounds[-1].order or []
         baton = Baton(names) if ready is not None else None
 
         def one(name: str, view) -> Measured:
@@ -224,12 +223,9 @@ class ABRunner:
         with self.progress(f"round {rnd}/{target} ") as shared:  # one display, a row per arm
             results = _at_once({n: lambda n=n: one(n, shared.view) for n in names})
         if baton is not None:
-            record["turns"] = len(baton.taken)
-        crash = None
-        for name in names:
-            record[name], own = results[name]
-            crash = crash or own
-        return crash
+            self._update(turns=len(baton.taken))
+        self._update(**{name: results[name][0] for name in names})
+        return next((own for name in names if (own := results[name][1])), None)
 
     def outcome(self, crash: Crash | None = None, problem: str | None = None) -> dict:
         """The result of the rounds run so far; `problem` (a workload mismatch, an interrupt)
@@ -241,7 +237,7 @@ class ABRunner:
             warnings.insert(0, note)
         comparison = undecided(replace(comparison, warnings=warnings), self.inconclusive)
         return {
-            "rounds": self.rounds,
+            "rounds": [r.to_json() for r in self.rounds],
             "crash": crash.to_json() if crash else None,
             "schedule": self.schedule.to_dict(),
             "comparison": comparison.to_json(),
@@ -270,9 +266,9 @@ class ABRunner:
             return {n: _outcome(f) for n, f in _at_once(starts, futures=True).items()}
 
     def _compare(
-        self, rounds: list[dict], crash: Crash | None, problem: str | None = None
+        self, rounds: list[Round], crash: Crash | None, problem: str | None = None
     ) -> Comparison:
-        complete = [r for r in rounds if all(r.get(n) is not None for n in ARM_NAMES)]
+        complete = [r for r in rounds if all(r.of(n) is not None for n in ARM_NAMES)]
         problems = [problem] if problem else []
         if crash is not None:
             problems.append(f"arm {crash.arm} crashed in round {crash.round}: {crash.message}")
@@ -320,16 +316,21 @@ def _outcome(future: Future) -> Started | LaunchError:
         return LaunchError(f"cannot start server: {type(e).__name__}: {e}")
 
 
-def has_invalid_run(record: dict, names: list[str]) -> bool:
-    return any(record.get(n) and not record[n].get("valid", False) for n in names)
+def has_invalid_run(rnd: Round) -> bool:
+    return any(run is not None and not run.valid for run in map(rnd.of, ARMS))
 
 
-def finished(rounds: list[dict]) -> list[dict]:
+def finished(rounds: list[Round]) -> list[Round]:
     """The rounds in which at least one arm's run finished."""
-    return [r for r in rounds if any(r.get(a) for a in ARMS)]
+    return [r for r in rounds if any(map(r.of, ARMS))]
 
 
-def workload_mismatch(rounds: list[dict]) -> str | None:
+def walls(rounds: list[Round]) -> list[float]:
+    """Each round's seconds (one still under way counts none)."""
+    return [r.wall_s or 0.0 for r in rounds]
+
+
+def workload_mismatch(rounds: list[Round]) -> str | None:
     """Why the runs so far are not the same workload, naming what differs; None if they are."""
     ran = finished(rounds)
     if not ran:  # nothing ran yet (a start failed): nothing to compare, no mismatch
@@ -337,12 +338,10 @@ def workload_mismatch(rounds: list[dict]) -> str | None:
     try:
         check_fingerprints(gate_rounds(ran))
     except ComparisonError as e:
-        runs = [r[a] for r in ran for a in ARMS if r.get(a)]
+        runs = [run for r in ran for run in map(r.of, ARMS) if run is not None]
         diff = next(
-            (d for run in runs[1:] if (d := workload_diff(runs[0].get("workload") or {},
-                                                         run.get("workload") or {}))),
-            [],
-        )  # fmt: skip
+            (d for run in runs[1:] if (d := workload_diff(runs[0].workload, run.workload))), []
+        )
         return f"{e}" + (f" ({'; '.join(diff)})" if diff else "")
     return None
 

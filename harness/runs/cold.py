@@ -4,7 +4,9 @@ into the crash record that ends the command. `ab`, `sweep` and `bisect` all meas
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from harness.arms.launcher import LaunchError
@@ -12,11 +14,13 @@ from harness.files import strict_json, write_atomic
 from harness.load.baton import Baton
 from harness.load.phase import Progress
 from harness.results.ab_result import Crash
+from harness.results.errors import ComparisonError
+from harness.results.run import Run, Server
 from harness.runs.measure import Started, run_arm
 from harness.runs.plan import ArmPlan, commit_problem
 from harness.workload.suite import Suite
 
-Measured = tuple[dict | None, Crash | None]  # (run record or None, its crash or None)
+Measured = tuple[Run | None, Crash | None]  # (the run or None, its crash or None)
 
 
 def server_log(log_dir: Path, round_no: int, name: str) -> Path:
@@ -49,17 +53,21 @@ def measure_cold(
             )  # fmt: skip
     except LaunchError as e:
         return None, _crash(plan, round_no, str(e), e.log_tail)
-    if problem := commit_problem(plan, run):
-        run["valid"] = False
-        run["invalid_reasons"] = [*run.get("invalid_reasons", []), problem]
-    # kept at once, beside the server's log: whatever ends the command, the run survives
-    write_atomic(log.with_name(f"round{round_no}-{plan.name}.run.json"),
-                 strict_json(run, default=str))  # fmt: skip
-    if run.get("outcome") == "crashed":
-        server = run.get("server") or {}
-        message = f"server exited with code {server.get('exit_code')} under load"
-        return run, _crash(plan, round_no, message, server.get("log_tail") or "")
-    return run, None
+    kept = log.with_name(f"round{round_no}-{plan.name}.run.json")  # beside the server's log
+    plain = json.loads(strict_json(run, default=str))
+    try:
+        record = Run.from_json(plain, f"round {round_no} {plan.name}'s run")
+    except ComparisonError as e:  # what the server said broke the record: kept, and said
+        write_atomic(kept, strict_json(plain))
+        return None, _crash(plan, round_no, str(e), "")
+    if problem := commit_problem(plan, record):
+        record = replace(record, valid=False, invalid_reasons=[*record.invalid_reasons, problem])
+    write_atomic(kept, strict_json(record.to_json()))  # whatever ends the command, it survives
+    if record.outcome == "crashed":
+        server = record.server or Server()
+        message = f"server exited with code {server.exit_code} under load"
+        return record, _crash(plan, round_no, message, server.log_tail or "")
+    return record, None
 
 
 def _crash(plan: ArmPlan, round_no: int, message: str, log_tail: str) -> Crash:

@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import cast
 
 from harness.results import store
+from harness.results.ab_result import Round
 from harness.results.errors import ComparisonError
+from harness.results.run import Run
 from harness.results.saved import check_values, runs_in, with_raw
 from harness.stats.compare import compare_rounds
 
@@ -74,9 +76,10 @@ def compare_saved(
     doc_b = store.checked(doc_b, b_path)
     n = min(len(base), len(head))
     rounds = [
-        {"round": i, "order": ["base", "head"], "base": base[i], "head": head[i], "null": None}
+        Round(round=i, order=["base", "head"], base=Run.from_json(base[i], f"{a_path} run {i}"),
+              head=Run.from_json(head[i], f"{b_path} run {i}"))
         for i in range(n)
-    ]
+    ]  # fmt: skip
     comparison = compare_rounds(rounds, tolerances, slack_bytes)
     warnings = [*comparison.warnings, OFFLINE_CAVEAT]
     if len(base) != len(head):
@@ -88,7 +91,7 @@ def compare_saved(
         "suite": suite if isinstance(suite := _get(doc_a, "suite"), str) else "offline",
         "base": _arm(doc_a, arm_a, a_path, base),
         "head": _arm(doc_b, arm_b, b_path, head),
-        "rounds": rounds,
+        "rounds": [r.to_json() for r in rounds],
         "comparison": comparison.to_json(),
         "command": f"harness compare {a_path} {b_path}",
         "created": created or datetime.now(UTC).isoformat(timespec="seconds"),

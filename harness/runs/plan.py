@@ -15,6 +15,7 @@ from harness.arms.builds import build
 from harness.arms.project import Project, ProjectError, check_devices, device_list
 from harness.arms.worktrees import Checkout, checkout, commit_facts, planned
 from harness.results import ab_result
+from harness.results.run import Run
 from harness.workload.suite import Suite
 
 WORKING_TREE = "WORKTREE"
@@ -215,11 +216,11 @@ def unsampled_memory(suite: Suite, plans: dict[str, ArmPlan]) -> tuple[Suite, li
     return replace(suite, gate=gate), [note]
 
 
-def commit_problem(plan: ArmPlan, run: dict) -> str | None:
+def commit_problem(plan: ArmPlan, run: Run) -> str | None:
     """A server that says which commit it serves must serve the one it was built from."""
     if plan.checkout is None or not plan.arm.reports_commit:
         return None
-    reported = (run.get("server") or {}).get("commit")
+    reported = run.server.commit if run.server else None
     if reported != plan.checkout.commit:
         return f"{plan.name} served commit {reported}, expected {plan.checkout.commit}"
     return None

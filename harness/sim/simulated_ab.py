@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from harness.escape import terminal
+from harness.results.ab_result import Round
+from harness.results.run import Run
 from harness.runs.plan import ArmPlan
 from harness.sim.gate import compare_simulated
 from harness.sim.simulated_run import described, sim_run
@@ -21,20 +23,21 @@ class SimulatedABRunner:
     plans: dict[str, ArmPlan]
     costs: str  # a cost model: a file, or HARDWARE:SHAPE[:WEIGHTS]
     say: Callable[[str], None] = lambda line: None  # noqa: E731
-    rounds: list[dict] = field(default_factory=list, init=False)  # the one round, once simulated
+    rounds: list[Round] = field(default_factory=list, init=False)  # the one round, once simulated
 
     def run(self) -> dict:
         """Both arms simulated, then compared; SimError or ComparisonError with one line."""
         runs = {}
         for name in ("base", "head"):
             self.say(terminal(f"simulating {name} ({self.plans[name].desc.label})"))
-            runs[name] = sim_run(self.suite, self.plans[name].arm, self.costs)
-        self.rounds = [{"round": 1, "order": ["base", "head"], **runs}]
+            simulated = sim_run(self.suite, self.plans[name].arm, self.costs)
+            runs[name] = Run.from_json(simulated, f"the simulated {name} run")
+        self.rounds = [Round(round=1, order=["base", "head"], base=runs["base"], head=runs["head"])]
         comparison = compare_simulated(gate_rounds(self.rounds)[0], self.suite.gate)
         return {
-            "rounds": self.rounds,
+            "rounds": [r.to_json() for r in self.rounds],
             "crash": None,
             "schedule": None,
             "comparison": comparison.to_json(),
-            "simulated": described(runs["head"]["simulated"]),
+            "simulated": described(runs["head"].simulated or {}),
         }

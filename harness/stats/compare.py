@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from statistics import median
 from typing import Protocol
 
-from harness.results.ab_result import Crash
+from harness.results.ab_result import Crash, Round
 from harness.results.comparison import Comparison, Looks, MetricResult
 from harness.results.errors import ComparisonError
 from harness.results.metrics import CATALOGUE, Method, metric
@@ -36,16 +36,6 @@ class Gated(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class GateRun:
-    """A run as the gate reads it from JSON."""
-
-    fingerprint: str | None
-    valid: bool
-    invalid_reasons: list[str]
-    summary: dict[str, float | None]
-
-
-@dataclass(frozen=True, slots=True)
 class GateRound:
     """One round as the gate reads it: each arm it names (None: that arm has no run there) and
     the order the arms were measured in."""
@@ -63,23 +53,12 @@ class GateRound:
         return None if base is None or other is None else (base, other)
 
 
-def gate_rounds(rounds: list[dict]) -> list[GateRound]:
-    """Saved or live rounds (`{"round", "order", "base", "head", "null"}` of run records) read
-    once into what the gate reads."""
-
-    def one(run: dict) -> GateRun:
-        reasons = list(run.get("invalid_reasons") or [])
-        valid = bool(run.get("valid", False))
-        return GateRun(run.get("fingerprint"), valid, reasons, run.get("summary") or {})
-
-    return [
-        GateRound(
-            r["round"],
-            {a: None if r[a] is None else one(r[a]) for a in ARMS if a in r},
-            list(r.get("order") or []),
-        )
-        for r in rounds
-    ]
+def gate_rounds(rounds: list[Round] | list[dict]) -> list[GateRound]:
+    """Live or saved rounds read once into what the gate reads (a saved round, as JSON, is
+    read into its record first: every field checked)."""
+    read = [r if isinstance(r, Round) else Round.from_json(r, f"rounds[{i}]")
+            for i, r in enumerate(rounds)]  # fmt: skip
+    return [GateRound(r.round, {a: r.of(a) for a in ARMS}, list(r.order or [])) for r in read]
 
 
 def blocked(values: list[float], size: int) -> list[float]:

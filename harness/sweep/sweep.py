@@ -9,7 +9,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from harness.load.phase import Progress
-from harness.report.ab_report import to_plain
 from harness.results.ab_result import Crash
 from harness.results.record import to_json
 from harness.results.run import Run
@@ -191,8 +190,7 @@ class SweepRunner:
                     unit, plans[name], log_dir, round_no=i + 1, label=label,
                     progress=self.progress, ready_timeout_s=self.ready_timeout_s,
                 )  # fmt: skip
-                measured = Run.from_json(to_plain(run)) if run is not None else None
-                runs.append(SweepRun(round=i + 1, arm=name, run=measured))
+                runs.append(SweepRun(round=i + 1, arm=name, run=run))
                 if crash:
                     return SweepRuns(runs, crash)
             walls.append(left - self.budget.left_s() if self.budget else 0.0)

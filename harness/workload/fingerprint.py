@@ -8,6 +8,8 @@ from __future__ import annotations
 import hashlib
 import json
 
+from harness.results.record import to_json
+from harness.results.run import Workload
 from harness.workload.phase import Phase
 
 
@@ -76,22 +78,24 @@ def fingerprint(facts: dict) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-def workload_diff(a: dict, b: dict) -> list[str]:
+def workload_diff(a: Workload | None, b: Workload | None) -> list[str]:
     """The facts two workloads differ in, named for a person ("prompts_sha256", "phase main:
     clients 4 != 8"): what a fingerprint mismatch is about."""
+    a, b = a or Workload(), b or Workload()
     out = [
-        f"{key} {a.get(key)} != {b.get(key)}"
+        f"{key} {getattr(a, key)} != {getattr(b, key)}"
         for key in ("suite", "prompts_sha256")
-        if a.get(key) != b.get(key)
+        if getattr(a, key) != getattr(b, key)
     ]
-    pa, pb = a.get("phases") or [], b.get("phases") or []
+    pa, pb = a.phases or [], b.phases or []
     if len(pa) != len(pb):
         return [*out, f"{len(pa)} phases != {len(pb)}"]
     for x, y in zip(pa, pb, strict=True):
+        fx, fy = to_json(x), to_json(y)  # the facts each phase states
         out += [
-            f"phase {x.get('name')}: {key} differs" if key == "prompt_lengths"
-            else f"phase {x.get('name')}: {key} {x.get(key)} != {y.get(key)}"
-            for key in sorted(set(x) | set(y))
-            if x.get(key) != y.get(key)
+            f"phase {x.name}: {key} differs" if key == "prompt_lengths"
+            else f"phase {x.name}: {key} {fx.get(key)} != {fy.get(key)}"
+            for key in sorted(set(fx) | set(fy))
+            if fx.get(key) != fy.get(key)
         ]  # fmt: skip
     return out

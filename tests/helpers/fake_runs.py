@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.results.run import Run
+
 FINGERPRINT = "wl-4c-512p-128o-t0-smollm2"
 TTFT_LOGNORMAL_SIGMA = 0.15
 
@@ -16,6 +18,11 @@ def make_run(summary: dict, *, fingerprint: str = FINGERPRINT, valid: bool = Tru
         "invalid_reasons": [] if valid else ["counters: prefill path 'batched' never ran"],
         "fingerprint": fingerprint,
     }
+
+
+def measured_run(summary: dict) -> Run:
+    """What a stubbed `measure` returns: make_run's record, read as the runner reads one."""
+    return Run.from_json(make_run(summary))
 
 
 def make_rounds(arms: dict[str, np.ndarray], metric: str) -> list[dict]:

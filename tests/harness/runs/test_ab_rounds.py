@@ -11,7 +11,7 @@ from harness.runs.ab import ABRunner, ArmPlan
 from harness.workload.suite import load_suite
 
 from helpers.arms import described
-from helpers.fake_runs import make_run
+from helpers.fake_runs import measured_run
 
 
 class StubRunner(ABRunner):
@@ -33,7 +33,7 @@ class StubRunner(ABRunner):
             "peak_device_bytes": None,
         }
         self.calls.append((rnd, name))
-        return make_run(summary), None
+        return measured_run(summary), None
 
 
 def runner(tmp_path, shift: float, cv: float, seed: int = 0, **kw) -> StubRunner:

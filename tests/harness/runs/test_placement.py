@@ -179,13 +179,13 @@ def test_arms_measured_at_once_share_one_live_display(tmp_path):
     from harness.runs.ab import ABRunner
     from harness.workload.suite import load_suite
 
-    from helpers.fake_runs import make_run
+    from helpers.fake_runs import measured_run
 
     def measure(suite, plan, log_dir, *, round_no, label, progress, **kw):
         with progress(label) as bar:
             bar.phase_started("load", 1)
             bar.request_done(None)
-        return make_run({"ttft_p50_ms": 10.0, "tok_s": 5.0}), None
+        return measured_run({"ttft_p50_ms": 10.0, "tok_s": 5.0}), None
 
     console = Console(file=io.StringIO(), force_terminal=True)
     arm = make_arm("m", serve_cmd="true {port}")
