@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from harness.results.ab_result import Crash
+from harness.results.ab_result import ABResult, Round
 from harness.results.comparison import Comparison, MetricResult
 from harness.results.verdicts import Verdict
 
@@ -126,24 +126,23 @@ def mark_metrics(
     return (Mark.GOOD if all(clear) else Mark.UNRESOLVED), said
 
 
-def _arm_failed(rounds: list[dict], arm: str) -> bool:
-    return any(rnd.get(arm) is None or not rnd[arm].get("valid", False) for rnd in rounds)
+def _arm_failed(rounds: list[Round], arm: str) -> bool:
+    return any((run := rnd.of(arm)) is None or not run.valid for rnd in rounds)
 
 
 def judge_step(
-    step: dict, followed: list[str], confirmed: dict[str, MetricResult] | None = None
+    step: ABResult, followed: list[str], confirmed: dict[str, MetricResult] | None = None
 ) -> tuple[Mark, str]:
-    """Mark a candidate from its A/B against good (`step` is runs/ab.py's outcome: rounds, crash,
-    comparison). BisectError when the good arm itself failed: nothing can be measured then."""
-    crash = Crash.from_json(step["crash"]) if step.get("crash") else None
-    rounds = step["rounds"]
+    """Mark a candidate from its A/B against good. BisectError when the good arm itself
+    failed: nothing can be measured then."""
+    crash, rounds = step.crash, step.rounds
     if (crash and crash.arm == "base") or _arm_failed(rounds, "base"):
         why = crash.message if crash and crash.arm == "base" else "an invalid run"
         raise BisectError(f"the good commit failed while measuring a candidate: {why}")
     if crash:
         last = crash.log_tail.strip().splitlines()[-1:]
         return Mark.SKIP, ": ".join([crash.message, *last])
-    comparison = Comparison.from_json(step["comparison"])
+    comparison = step.comparison
     if _arm_failed(rounds, "head"):
         return Mark.SKIP, comparison.invalid[0] if comparison.invalid else "invalid run"
     return mark_metrics(comparison.metrics, followed, confirmed)

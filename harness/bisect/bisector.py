@@ -25,11 +25,11 @@ from harness.bisect.bisect import (
 from harness.bisect.commits import Commit
 from harness.files import strict_json
 from harness.load.phase import Progress
-from harness.report.ab_report import to_plain
+from harness.results.ab_result import ABResult
 from harness.results.comparison import Comparison, MetricResult
 from harness.results.errors import ComparisonError
 from harness.results.verdicts import INVALID
-from harness.runs.ab import ABRunner, ab_result
+from harness.runs.ab import ABRunner
 from harness.runs.budget import Budget
 from harness.runs.plan import Context, Side, placed_devices, plan_arm, together
 from harness.workload.suite import Suite
@@ -45,14 +45,14 @@ class Step:
     base: Commit
     head: Commit
     wall_s: float
-    result: dict | None = None  # runs/ab.py's ab_result; None when the head arm could not be built
+    result: ABResult | None = None  # None when the head arm could not be built
     mark: Mark | None = None
     reason: str = ""
 
     @property
     def comparison(self) -> Comparison | None:
         """The step's comparison as its record; None when it has no result."""
-        return None if self.result is None else Comparison.from_json(self.result["comparison"])
+        return None if self.result is None else self.result.comparison
 
 
 @dataclass
@@ -105,17 +105,15 @@ class Bisector:
             start_together=together(plans, self.residency, devices),
             devices=devices,
             budget=self.budget,
+            command=self.command,
         )
         try:
-            outcome = runner.run()
+            result = runner.run()
         except ComparisonError as e:
             return Step(role, base, head, time.monotonic() - started, None, Mark.SKIP, str(e))
-        result = ab_result(suite, plans, outcome, self.command)
         # kept as it goes, so an interrupted bisect still shows what each step measured
         runner.log_dir.mkdir(parents=True, exist_ok=True)
-        (runner.log_dir / "comparison.json").write_text(
-            strict_json(to_plain(outcome["comparison"]))
-        )
+        (runner.log_dir / "comparison.json").write_text(strict_json(result.comparison.to_json()))
         return Step(role, base, head, time.monotonic() - started, result)
 
     def _plan(self, name: str, commit: Commit, suite: Suite):

@@ -3,7 +3,7 @@ Exit codes: 0 pass, 1 regression, 2 invalid run, infrastructure failure or serve
 
 from __future__ import annotations
 
-from functools import cache
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -32,28 +32,27 @@ from harness.cli.options import (
 from harness.cli.outputs import (
     writable_dir,
 )
-from harness.report.ab_report import plain_result, write_report
+from harness.report.ab_report import write_report
 from harness.report.summary import ab_summary
 from harness.report.terminal import print_verdict
+from harness.results.ab_result import ABResult
 from harness.results.errors import ComparisonError
 from harness.results.saved import load_result
-from harness.runs.ab import ab_result, finished
+from harness.runs.ab import finished
 from harness.runs.offline import compare_saved
 from harness.sim.workload import SimError
 from harness.stats.compare import judged_again
 
 
-def ab_ending(result: dict, out_dir: Path, interrupted: bool = False) -> Ending:
-    """How an A/B (or an offline compare, or a re-rendered report) ends: the verdict as the
-    gate gave it, then the views of the result's record (read when first shown)."""
-    comp = result["comparison"]
-    record = cache(lambda: plain_result(result)[1])  # read once, for the terminal and summary
+def ab_ending(result: ABResult, out_dir: Path, interrupted: bool = False) -> Ending:
+    """How an A/B (or an offline compare) ends: the verdict as the gate gave it, then the
+    views of its result."""
     return Ending(
-        comp["verdict"],
-        comp["exit_code"],
-        show=lambda: print_verdict(Console(width=120), record()),
+        result.comparison.verdict,
+        result.comparison.exit_code,
+        show=lambda: print_verdict(Console(width=120), result),
         write_report=lambda: write_report(result, out_dir),
-        summary=lambda report: ab_summary(record(), report),
+        summary=lambda report: ab_summary(result, report),
         interrupted=interrupted,
     )
 
@@ -137,20 +136,17 @@ def ab(**options):
     if asked.dry_run:
         return print_ab_plan(plan, asked)
     console = Console(stderr=True)
-    runner, logs = runner_for(plan, asked, console)
-    command = harness_command()
+    runner, logs = runner_for(plan, asked, console, harness_command())
     try:
-        outcome = runner.run()
+        result = runner.run()
     except (SimError, ComparisonError) as e:  # the simulator's: a suite or model it cannot run
         raise input_error(e) from None
     except KeyboardInterrupt:
         if not finished(runner.rounds):
             interrupted(f"no run had finished (logs: {logs})")
         console.print("interrupted: every server was stopped")
-        outcome = runner.outcome(problem="interrupted before the last round")
-        result = ab_result(runner.suite, plan.plans, outcome, command)
+        result = runner.outcome(problem="interrupted before the last round")
         finish(ab_ending(result, asked.out_dir, interrupted=True), asked.summary_file)
-    result = ab_result(runner.suite, plan.plans, outcome, command)
     finish(ab_ending(result, asked.out_dir), asked.summary_file)
 
 
@@ -184,10 +180,8 @@ def compare(a, b, out_dir):
 def report(result_json, out_dir):
     """Render the Markdown report (and plots) again from a saved A/B result JSON."""
     try:
-        result = load_result(result_json)
-        result["comparison"] = judged_again(
-            result["comparison"]
-        )  # one saved before metrics carried them
+        result = ABResult.from_json(load_result(result_json))
+        result = replace(result, comparison=judged_again(result.comparison))  # an older one's
         out_dir = writable_dir(out_dir if out_dir is not None else result_json.parent)
     except (ComparisonError, ValueError, OSError) as e:
         raise InputError(str(e)) from None

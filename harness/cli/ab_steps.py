@@ -142,17 +142,18 @@ def print_ab_plan(plan: ABPlan, asked: Asked) -> None:
 
 
 def runner_for(
-    plan: ABPlan, asked: Asked, console: Console
+    plan: ABPlan, asked: Asked, console: Console, command: str
 ) -> tuple[ABRunner | SimulatedABRunner, Path]:
     """The A/B that measures the plan (simulated with `--sim`, else cold servers per round),
-    and the folder of its logs."""
+    and the folder of its logs; `command` is the command line its result keeps."""
 
     def say(line: str) -> None:
         console.print(line, highlight=False, markup=False, soft_wrap=True)
 
     if asked.sim_costs is not None:
         deterministic(asked.null_arm)
-        return SimulatedABRunner(plan.suite, plan.plans, asked.sim_costs, say), plan.stamp_dir
+        simulated = SimulatedABRunner(plan.suite, plan.plans, asked.sim_costs, say, command)
+        return simulated, plan.stamp_dir
     suite, notes = unsampled_memory(plan.suite, plan.plans)
     suite = search_within(suite, plan.budget_minutes, len(plan.plans) * asked.rounds)
     try:
@@ -175,6 +176,7 @@ def runner_for(
         notes=notes,
         quiet_wait_s=asked.quiet_wait_s or 0.0,
         say=say,
+        command=command,
         on_look=lambda comparison, upcoming, walls: say(
             look_line(comparison, upcoming, walls, auto=bool(plan.extend_to))
         ),

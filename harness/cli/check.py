@@ -35,7 +35,6 @@ from harness.cli.options import (
 from harness.cli.outputs import OutputError, fresh_dir, writable_dir
 from harness.cli.plan_lines import rounds_line, servers_line
 from harness.escape import terminal
-from harness.report.ab_report import to_plain
 from harness.report.display import LiveProgress
 from harness.results.run import Run
 from harness.runs.cold import measure_cold, server_log
@@ -119,14 +118,13 @@ def check(
     click.echo(terminal(f"{plan.desc.label}: {_built(built)}"))
     _ask(console, plan, log_dir, ready_timeout, quiet)
     progress = lambda label: LiveProgress(console, label, disabled=quiet)  # noqa: E731
-    measured, crash = measure_cold(suite, plan, log_dir, round_no=1, label="cold run ",
+    run, crash = measure_cold(suite, plan, log_dir, round_no=1, label="cold run ",
                                    progress=progress, ready_timeout_s=ready_timeout)  # fmt: skip
-    if crash or measured is None:
+    if crash or run is None:
         why = crash.message if crash else "no run"
         _failed(
             console, f"the cold run of {suite.name} failed: {why}", crash.log_tail if crash else ""
         )
-    run = Run.from_json(to_plain(measured), "the cold run")
     if not run.valid:
         reasons = "; ".join(run.invalid_reasons) or "no reason given"
         _failed(console, f"the cold run of {suite.name} was invalid: {reasons}", "")

@@ -175,17 +175,11 @@ def write_result(doc: dict, out_dir: Path, stem: str) -> bool:
     return raw
 
 
-def plain_result(ab_result: dict) -> tuple[dict, ABResult]:
-    """The result as what is saved (raw data and all) and as its record."""
-    doc = to_plain(ab_result)
-    return doc, ABResult.from_json(doc)
-
-
-def write_report(ab_result: dict, out_dir: Path, rerender: bool = False) -> Path:
+def write_report(ab: ABResult, out_dir: Path, rerender: bool = False) -> Path:
     """Write <stem>.md, <stem>.json (slim), <stem>.raw.json.gz (everything) and the plots
     <stem>-rss.png / -ttft.png under out_dir; return the .md. A result read back without its
     raw file (a slim JSON alone) is rendered without plots."""
-    doc, ab = plain_result(ab_result)
+    doc = to_plain(ab.to_json())
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = unique_stem(out_dir, report_stem(ab), ab.created, rerender)
@@ -250,4 +244,4 @@ def rerender_report(json_path: Path, out_dir: Path | None = None) -> Path:
     """`harness report RESULT.json`: render the report again from a saved result."""
     json_path = Path(json_path)
     out_dir = out_dir if out_dir is not None else json_path.parent
-    return write_report(load_result(json_path), out_dir, rerender=True)
+    return write_report(ABResult.from_json(load_result(json_path)), out_dir, rerender=True)

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from harness.results.metrics import Method
-
 
 class Verdict(StrEnum):
     PASS = "PASS"
@@ -24,10 +22,6 @@ EXIT_MEANING = {
     1: "a gated metric is worse beyond tolerance, at the gate's 1% false-regression rate",
     2: "a run was invalid or an arm crashed, so nothing was judged",
 }
-
-
-def is_simulated(comparison: dict) -> bool:
-    return any(m.get("method") == Method.SIMULATED for m in comparison["metrics"])
 
 
 UNDECIDED_FAILS = "nothing regressed, but the gate could not decide, and this one fails then"

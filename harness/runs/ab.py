@@ -9,11 +9,12 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from harness.arms.launcher import LaunchError, reopen, stop_all
 from harness.load.baton import Baton
 from harness.load.phase import Progress
-from harness.results.ab_result import Crash, Round
+from harness.results.ab_result import ABResult, Crash, Round
 from harness.results.comparison import Comparison, Looks
 from harness.results.store import schema
 from harness.results.verdicts import INCONCLUSIVE_EXIT, Verdict
@@ -71,6 +72,7 @@ class ABRunner:
     budget: Budget | None = None  # the job's time: rounds end inside it (runs/budget.py)
     inconclusive: str = "pass"  # what an undecided gate exits with: 0 (pass) or 1 (fail)
     notes: list[str] = field(default_factory=list)  # said with the verdict (what is not gated)
+    command: str = ""  # the command line, as the result keeps it
     quiet_wait_s: float = 0.0  # before each round, wait up to this for a quiet machine
     say: Callable[[str], None] = lambda _: None  # noqa: E731  # a line for the user (the wait)
     # a look that left the gate undecided: (its comparison, the next look, each round's seconds)
@@ -91,7 +93,7 @@ class ABRunner:
             self._plan = Schedule.plan(wanted, most, block=self.block)
         return self._plan
 
-    def run(self) -> dict:
+    def run(self) -> ABResult:
         """Rounds up to the first look, then on to the next look while `more_rounds` says a
         metric is undecided (docs/statistics.md, "Sequential stopping"); a workload mismatch or
         an invalid run stops after the round that shows it (the verdict is INVALID whatever
@@ -227,7 +229,7 @@ class ABRunner:
         self._update(**{name: results[name][0] for name in names})
         return next((own for name in names if (own := results[name][1])), None)
 
-    def outcome(self, crash: Crash | None = None, problem: str | None = None) -> dict:
+    def outcome(self, crash: Crash | None = None, problem: str | None = None) -> ABResult:
         """The result of the rounds run so far; `problem` (a workload mismatch, an interrupt)
         makes it INVALID while keeping every run."""
         comparison = self._compare(self.rounds, crash, problem)
@@ -236,12 +238,10 @@ class ABRunner:
             note = budget_note(self.budget.minutes, comparison.rounds, comparison.metrics)
             warnings.insert(0, note)
         comparison = undecided(replace(comparison, warnings=warnings), self.inconclusive)
-        return {
-            "rounds": [r.to_json() for r in self.rounds],
-            "crash": crash.to_json() if crash else None,
-            "schedule": self.schedule.to_dict(),
-            "comparison": comparison.to_json(),
-        }
+        return ab_result(
+            self.suite, self.plans, self.command, rounds=list(self.rounds), crash=crash,
+            schedule=self.schedule.to_dict(), comparison=comparison,
+        )  # fmt: skip
 
     def _start_round(
         self, rnd: int, target: int, placed: dict[str, ArmPlan], names: list[str]
@@ -356,16 +356,18 @@ def undecided(comparison: Comparison, choice: str) -> Comparison:
     return replace(comparison, exit_code=code, warnings=[why, *comparison.warnings])
 
 
-def ab_result(suite: Suite, plans: dict[str, ArmPlan], outcome: dict, command: str) -> dict:
-    return {
-        "schema": schema("ab"),
-        "suite": suite.name,
-        "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "base": plans["base"].desc.to_json(),
-        "head": plans["head"].desc.to_json(),
-        "null_arm": "null" in plans,
-        "gate": suite.gate,
-        "memory_slack_bytes": suite.memory_slack_bytes,
-        "command": command,
+def ab_result(suite: Suite, plans: dict[str, ArmPlan], command: str, **outcome: Any) -> ABResult:
+    """The A/B result of `outcome` (its rounds, crash, schedule and comparison; a simulation's
+    facts): what every view shows and `harness ab` saves."""
+    return ABResult(
+        schema=schema("ab"),
+        suite=suite.name,
+        created=datetime.now(UTC).isoformat(timespec="seconds"),
+        base=plans["base"].desc,
+        head=plans["head"].desc,
+        null_arm="null" in plans,
+        gate=dict(suite.gate),
+        memory_slack_bytes=suite.memory_slack_bytes,
+        command=command,
         **outcome,
-    }
+    )

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import cast
 
 from harness.results import store
-from harness.results.ab_result import Round
+from harness.results.ab_result import ABResult, Arm, Round
 from harness.results.errors import ComparisonError
 from harness.results.run import Run
 from harness.results.saved import check_values, runs_in, with_raw
@@ -43,11 +43,12 @@ def _get(doc: object, key: str) -> object:
     return doc.get(key) if isinstance(doc, dict) else None
 
 
-def _arm(doc: dict | list, arm: str, path: Path, runs: list[dict]) -> dict:
-    if isinstance(doc, dict) and arm in doc and "label" in doc[arm]:
-        return doc[arm]
-    commit = (runs[0].get("server") or {}).get("commit") if runs else None
-    return {"label": path.stem, "ref": None, "commit": commit, "flags": [], "env": {}, "cmd": ""}
+def _arm(doc: dict | list, arm: str, path: Path, runs: list[Run]) -> Arm:
+    """The arm as the saved A/B named it; a bare run file's arm is named after its file."""
+    if isinstance(doc, dict) and isinstance(doc.get(arm), dict) and "label" in doc[arm]:
+        return Arm.from_json(doc[arm], f"{path}: {arm}")
+    commit = runs[0].server.commit if runs and runs[0].server else None
+    return Arm(label=path.stem, ref=None, commit=commit, flags=[], env={}, cmd="")
 
 
 def compare_saved(
@@ -59,7 +60,7 @@ def compare_saved(
     arm_a: str = "head",
     arm_b: str = "head",
     created: str | None = None,
-) -> dict:
+) -> ABResult:
     """An A/B result (ready for write_report) from two saved files: A's runs as base, B's as
     head, paired by index. Tolerances default to A's own, else DEFAULT_TOLERANCES."""
     a_path, b_path = Path(a_path), Path(b_path)
@@ -75,25 +76,25 @@ def compare_saved(
     doc_a = store.checked(doc_a, a_path)  # then every other field the comparison and report read
     doc_b = store.checked(doc_b, b_path)
     n = min(len(base), len(head))
+    base_runs = [Run.from_json(run, f"{a_path} run {i}") for i, run in enumerate(base)]
+    head_runs = [Run.from_json(run, f"{b_path} run {i}") for i, run in enumerate(head)]
     rounds = [
-        Round(round=i, order=["base", "head"], base=Run.from_json(base[i], f"{a_path} run {i}"),
-              head=Run.from_json(head[i], f"{b_path} run {i}"))
+        Round(round=i, order=["base", "head"], base=base_runs[i], head=head_runs[i])
         for i in range(n)
-    ]  # fmt: skip
+    ]
     comparison = compare_rounds(rounds, tolerances, slack_bytes)
     warnings = [*comparison.warnings, OFFLINE_CAVEAT]
     if len(base) != len(head):
         warnings.append(
             f"{len(base)} base runs vs {len(head)} head runs: only the first {n} of each compared"
         )
-    comparison = replace(comparison, warnings=warnings)
-    return {
-        "suite": suite if isinstance(suite := _get(doc_a, "suite"), str) else "offline",
-        "base": _arm(doc_a, arm_a, a_path, base),
-        "head": _arm(doc_b, arm_b, b_path, head),
-        "rounds": [r.to_json() for r in rounds],
-        "comparison": comparison.to_json(),
-        "command": f"harness compare {a_path} {b_path}",
-        "created": created or datetime.now(UTC).isoformat(timespec="seconds"),
-        "crash": None,
-    }
+    return ABResult(
+        suite=suite if isinstance(suite := _get(doc_a, "suite"), str) else "offline",
+        base=_arm(doc_a, arm_a, a_path, base_runs),
+        head=_arm(doc_b, arm_b, b_path, head_runs),
+        rounds=rounds,
+        comparison=replace(comparison, warnings=warnings),
+        command=f"harness compare {a_path} {b_path}",
+        created=created or datetime.now(UTC).isoformat(timespec="seconds"),
+        crash=None,
+    )

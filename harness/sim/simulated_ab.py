@@ -8,8 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from harness.escape import terminal
-from harness.results.ab_result import Round
+from harness.results.ab_result import ABResult, Round
 from harness.results.run import Run
+from harness.runs.ab import ab_result
 from harness.runs.plan import ArmPlan
 from harness.sim.gate import compare_simulated
 from harness.sim.simulated_run import described, sim_run
@@ -23,9 +24,10 @@ class SimulatedABRunner:
     plans: dict[str, ArmPlan]
     costs: str  # a cost model: a file, or HARDWARE:SHAPE[:WEIGHTS]
     say: Callable[[str], None] = lambda line: None  # noqa: E731
+    command: str = ""  # the command line, as the result keeps it
     rounds: list[Round] = field(default_factory=list, init=False)  # the one round, once simulated
 
-    def run(self) -> dict:
+    def run(self) -> ABResult:
         """Both arms simulated, then compared; SimError or ComparisonError with one line."""
         runs = {}
         for name in ("base", "head"):
@@ -34,10 +36,8 @@ class SimulatedABRunner:
             runs[name] = Run.from_json(simulated, f"the simulated {name} run")
         self.rounds = [Round(round=1, order=["base", "head"], base=runs["base"], head=runs["head"])]
         comparison = compare_simulated(gate_rounds(self.rounds)[0], self.suite.gate)
-        return {
-            "rounds": [r.to_json() for r in self.rounds],
-            "crash": None,
-            "schedule": None,
-            "comparison": comparison.to_json(),
-            "simulated": described(runs["head"].simulated or {}),
-        }
+        return ab_result(
+            self.suite, self.plans, self.command, rounds=list(self.rounds), crash=None,
+            schedule=None, comparison=comparison,
+            simulated=described(runs["head"].simulated or {}),
+        )  # fmt: skip

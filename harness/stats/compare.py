@@ -284,7 +284,7 @@ def ungated(
 
 
 def compare_rounds(
-    rounds: list[dict],
+    rounds: list[Round] | list[dict],
     tolerances: dict[str, float],
     slack_bytes: float = 0,
     *,
@@ -377,13 +377,8 @@ def next_look(result: Comparison, schedule: Schedule) -> int | None:
     return schedule.next_look(result.rounds) if needs_more_rounds(result) else None
 
 
-def judged_again(comparison: dict) -> dict:
+def judged_again(comparison: Comparison) -> Comparison:
     """A saved comparison from before its metrics carried `rounds_to_pass` and `changed`, with
     them computed from the fields it kept (a re-rendered report says what a new one says)."""
-
-    def again(m: dict) -> dict:
-        if not isinstance(m, dict) or "changed" in m:
-            return m
-        return judged(MetricResult.from_json(m)).to_json()
-
-    return comparison | {"metrics": [again(m) for m in comparison.get("metrics", [])]}
+    return replace(comparison, metrics=[m if m.changed is not None else judged(m)
+                                        for m in comparison.metrics])  # fmt: skip

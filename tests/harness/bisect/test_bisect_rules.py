@@ -20,6 +20,7 @@ from harness.bisect.bisect import (
 from harness.bisect.bisect_report import headline, summary, write_bisect_report
 from harness.bisect.bisector import Bisector, Step
 from harness.bisect.commits import Commit
+from harness.results.ab_result import ABResult
 from harness.results.comparison import Comparison, MetricResult
 from harness.results.verdicts import EXIT_CODES
 from harness.runs.budget import Budget
@@ -133,14 +134,25 @@ def test_nothing_to_bisect_says_why(c, asked, said):
         followed_metrics(Comparison.from_json(c), asked)
 
 
-def step(verdict: str, crash_arm: str | None = None, head_valid: bool = True) -> dict:
-    rnd = {"round": 1, "base": {"valid": True}, "head": {"valid": head_valid}}
+ARM = {"label": "x", "ref": None, "cmd": None, "flags": None, "env": None}
+
+
+def ab(rnd: dict, crash: dict | None, comparison: dict, **more) -> ABResult:
+    """An A/B result of one round, as the runner gives one."""
+    return ABResult.from_json({"suite": "s", "created": "2026-12-05T00:00:00+00:00",
+                               "base": ARM, "head": ARM, "rounds": [rnd], "crash": crash,
+                               "comparison": comparison, **more})  # fmt: skip
+
+
+def step(verdict: str, crash_arm: str | None = None, head_valid: bool = True) -> ABResult:
+    rnd = {"round": 1, "base": {"valid": True, "summary": {}},
+           "head": {"valid": head_valid, "summary": {}}}  # fmt: skip
     crash = None
     if crash_arm:
         rnd[crash_arm] = None
         crash = {"arm": crash_arm, "round": 1, "message": f"{crash_arm} exited with code 1"}
     invalid = [] if head_valid and not crash else ["round 1 head: invalid: counters"]
-    return {"rounds": [rnd], "crash": crash, "comparison": comparison(invalid, ttft_p95_ms=verdict)}
+    return ab(rnd, crash, comparison(invalid, ttft_p95_ms=verdict))
 
 
 @pytest.mark.parametrize(
@@ -207,10 +219,10 @@ class ScriptedBisector(Bisector):
             return Step(role, base, head, 0.1, None, Mark.SKIP, "install failed")
         bad = self.index[head.sha] >= self.culprit and self.index.get(base.sha, -1) < self.culprit
         verdict = "REGRESSION" if bad else "INCONCLUSIVE" if head.sha in self.unsure else "PASS"
-        rnd = {"round": 1, "base": {"valid": True}, "head": {"valid": True}}
+        rnd = {"round": 1, "base": {"valid": True, "summary": {}},
+               "head": {"valid": True, "summary": {}}}  # fmt: skip
         gated = {m: "PASS" for m in suite.gate} | {"ttft_p95_ms": verdict}
-        result = {"rounds": [rnd], "crash": None, "comparison": comparison(**gated)}
-        return Step(role, base, head, 1.0, result | {"gate": dict(suite.gate)})
+        return Step(role, base, head, 1.0, ab(rnd, None, comparison(**gated), gate=suite.gate))
 
 
 def scripted_bisector(

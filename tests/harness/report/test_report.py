@@ -5,19 +5,28 @@ import gzip
 import json
 import os
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from harness.report.ab_report import rerender_report, slug, write_report
+from harness.report.ab_report import rerender_report, slug, to_plain, write_report
 from harness.report.engagement import engagement
 from harness.report.plots import arm_runs, label_rows
-from harness.results.ab_result import Round
+from harness.results.ab_result import ABResult, Round
 from harness.results.errors import ComparisonError
 from harness.runs.offline import compare_saved
 from harness.stats.compare import compare_rounds
 
 from helpers.fake_runs import crashed, realistic_run
+
+
+def write_doc(result: dict | ABResult, out_dir) -> Path:
+    """The report of an A/B result built here as `harness ab` saves one."""
+    if isinstance(result, dict):
+        result = ABResult.from_json(to_plain(result))
+    return write_report(result, out_dir)
+
 
 TOLERANCES = {"ttft_p50_ms": 0.10, "ttft_p95_ms": 0.10, "tok_s": 0.10, "peak_rss_bytes": 0.05}
 SECTIONS = [
@@ -79,7 +88,7 @@ def ab_result(*, head_ttft=3300.0, head_commit="bbb2222", crash=None, rounds=4) 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     out = tmp_path_factory.mktemp("results")
-    return write_report(ab_result(), out)
+    return write_doc(ab_result(), out)
 
 
 def test_file_names_are_dated_and_path_safe(report):
@@ -152,7 +161,7 @@ def test_the_json_beside_a_report_is_slim_and_the_raw_data_compressed(report, tm
 
 
 def test_warns_when_an_arm_reports_another_commit(tmp_path):
-    text = write_report(ab_result(head_commit="ccc3333"), tmp_path).read_text()
+    text = write_doc(ab_result(head_commit="ccc3333"), tmp_path).read_text()
     assert "head was asked for commit bbb2222feedface but reported ccc3333" in text
     assert "base was asked" not in text
 
@@ -160,7 +169,7 @@ def test_warns_when_an_arm_reports_another_commit(tmp_path):
 def test_crash_is_invalid_with_the_log_tail(tmp_path):
     crash = {"arm": "head", "round": 2, "message": "server exited with code -9 under load",
              "log_tail": "RuntimeError: out of memory\nKilled"}  # fmt: skip
-    text = write_report(ab_result(crash=crash), tmp_path).read_text()
+    text = write_doc(ab_result(crash=crash), tmp_path).read_text()
     assert text.startswith("# INVALID: exit 2 (")
     assert "invalid: arm head crashed" in text
     assert "```\nRuntimeError: out of memory\nKilled\n```" in text
@@ -177,11 +186,11 @@ def test_offline_compare_of_two_saved_files(tmp_path):
     a.write_text(json.dumps(ab, default=lambda o: o.to_json()))
     b.write_text(json.dumps({"runs": slower}))
     result = compare_saved(a, b, created="2026-07-15")
-    comparison = result["comparison"]
-    assert comparison["verdict"] == "REGRESSION" and comparison["rounds"] == 3
-    assert any("only the first 3" in w for w in comparison["warnings"])
-    assert result["head"]["commit"] == "ddd" and result["head"]["label"] == "b"
-    md = write_report(result, tmp_path / "results")
+    comparison = result.comparison
+    assert comparison.verdict == "REGRESSION" and comparison.rounds == 3
+    assert any("only the first 3" in w for w in comparison.warnings)
+    assert result.head.commit == "ddd" and result.head.label == "b"
+    md = write_doc(result, tmp_path / "results")
     assert md.name == "2026-07-15-chat-4c-feat-prefill-cap-vs-b.md"
     slower[0]["fingerprint"] = "another-workload"
     b.write_text(json.dumps({"runs": slower}))
@@ -234,7 +243,7 @@ def test_report_states_the_power_it_achieved(tmp_path):
     ab = ab_result()
     for i, rnd in enumerate(ab["rounds"]):
         rnd["wall_s"] = 60.0 + i
-    text = write_report(ab, tmp_path).read_text()
+    text = write_doc(ab, tmp_path).read_text()
     mde = text.split("## Minimum detectable effect")[1].split("## Warnings")[0]
     power = [line for line in mde.splitlines() if "(null arm)" in line]
     assert len(power) == 3  # TTFT p50, p95, tok/s: the null arm is the noise floor
@@ -251,7 +260,7 @@ def test_a_result_without_any_run_renders_without_plots(tmp_path):
     ab = ab_result()
     for rnd in ab["rounds"]:
         rnd["base"] = rnd["head"] = rnd["null"] = None
-    text = write_report(ab, tmp_path).read_text()
+    text = write_doc(ab, tmp_path).read_text()
     assert "Not drawn: no run completed." in text and not list(tmp_path.glob("*.png"))
 
 
@@ -260,12 +269,12 @@ def test_a_server_that_does_not_report_its_commit_is_not_held_to_one(tmp_path):
     for rnd in ab["rounds"]:
         for arm in ("base", "head", "null"):
             rnd[arm]["arm"]["reports_commit"] = False
-    text = write_report(ab, tmp_path).read_text()
+    text = write_doc(ab, tmp_path).read_text()
     assert "was asked for commit" not in text
 
 
 def test_reports_are_readable_by_others_as_open_would_make_them(tmp_path):
-    report = write_report(ab_result(), tmp_path)
+    report = write_doc(ab_result(), tmp_path)
     for path in (report, report.with_suffix(".json")):
         assert path.stat().st_mode & 0o777 == 0o666 & ~current_umask()
 
@@ -288,20 +297,20 @@ def test_no_python_none_no_empty_table_no_raw_bytes_and_a_pinned_reproduce(tmp_p
     for side in ("base", "head"):
         commands[side] |= {"ref": None, "commit": None, "cmd": "{python} srv.py --port {port}"}
     for i, result in enumerate((full, crashed, commands)):
-        text = write_report(result, tmp_path / str(i)).read_text()
+        text = write_doc(result, tmp_path / str(i)).read_text()
         assert not re.search(r"\bNone\b", text), text
         for table in tables_of(text):
             assert len(table) >= 3, table  # a header, its rule and at least one row
         assert not re.search(r"\b\d{7,}\b", text.split("## Reproduce")[0]), "a raw byte count"
-    text = write_report(full, tmp_path / "pinned").read_text()
+    text = write_doc(full, tmp_path / "pinned").read_text()
     assert "harness ab --base aaa1111deadbeef --head bbb2222feedface --suite chat-4c" in text
     assert "- memory: 8.0 GiB" in text and "range [" in text
 
 
 def test_two_results_of_one_day_and_arms_get_two_names_and_a_rerender_keeps_its_own(tmp_path):
-    first = write_report(ab_result(), tmp_path)
+    first = write_doc(ab_result(), tmp_path)
     later = ab_result() | {"created": "2026-07-14T17:05:09+00:00"}
-    second = write_report(later, tmp_path)
+    second = write_doc(later, tmp_path)
     assert second != first and second.name == first.stem + "-170509.md"
     assert rerender_report(first.with_suffix(".json")) == first  # its own name, not a third
     assert len(list(tmp_path.glob("*.md"))) == 2

@@ -48,7 +48,7 @@ def runner(tmp_path, shift: float, cv: float, seed: int = 0, **kw) -> StubRunner
 
 def test_a_quiet_a_a_stops_at_the_first_look(tmp_path):
     r = runner(tmp_path, 1.0, 0.01)
-    out = r.run()
+    out = r.run().to_json()
     assert out["comparison"]["verdict"] == "PASS" and len(out["rounds"]) == 3
     assert out["schedule"] == {"looks": [3, 5, 7, 9], "alpha": 0.01}
     assert all(rnd["wall_s"] >= 0 for rnd in out["rounds"])
@@ -57,7 +57,7 @@ def test_a_quiet_a_a_stops_at_the_first_look(tmp_path):
 
 
 def test_a_regression_stops_at_the_first_look_that_can_call_it(tmp_path):
-    out = runner(tmp_path, 1.5, 0.03).run()
+    out = runner(tmp_path, 1.5, 0.03).run().to_json()
     comp = out["comparison"]
     assert comp["verdict"] == "REGRESSION" and len(out["rounds"]) in (3, 5, 7)  # not 9
     ttft = next(m for m in comp["metrics"] if m["name"] == "ttft_p50_ms")
@@ -65,7 +65,7 @@ def test_a_regression_stops_at_the_first_look_that_can_call_it(tmp_path):
 
 
 def test_noise_beyond_the_tolerance_runs_to_the_cap(tmp_path):
-    out = runner(tmp_path, 1.0, 0.5, seed=3).run()
+    out = runner(tmp_path, 1.0, 0.5, seed=3).run().to_json()
     assert len(out["rounds"]) == 9 and out["comparison"]["verdict"] == "INCONCLUSIVE"
 
 
@@ -74,16 +74,16 @@ def test_positional_constructor_and_custom_schedules(tmp_path, rounds, cap, look
     # bisect calls ABRunner(suite, plans, log_dir, rounds_wanted, max_rounds, ready_timeout)
     r = runner(tmp_path, 1.0, 0.5, seed=1, rounds_wanted=rounds, max_rounds=cap)
     assert list(r.schedule.looks) == looks
-    assert len(r.run()["rounds"]) in looks
+    assert len(r.run().to_json()["rounds"]) in looks
 
 
 def test_auto_moves_the_last_look_to_the_rounds_the_noise_needs(tmp_path):
     # 8% a run: at the suite's tolerances nine rounds leave a metric undecided
-    fixed = runner(tmp_path / "fixed", 1.0, 0.08).run()
+    fixed = runner(tmp_path / "fixed", 1.0, 0.08).run().to_json()
     said = []
     r = runner(tmp_path / "auto", 1.0, 0.08, extend_to=41)
     r.on_look = lambda comparison, upcoming, walls: said.append(comparison.schedule.looks[-1])
-    auto = r.run()
+    auto = r.run().to_json()
     assert fixed["comparison"]["verdict"] == "INCONCLUSIVE" and len(fixed["rounds"]) == 9
     last = auto["schedule"]["looks"][-1]
     assert 9 < last <= 41 and said[-1] == last  # a look's line names the plan as moved

@@ -194,7 +194,7 @@ def test_arms_measured_at_once_share_one_live_display(tmp_path):
         load_suite("smoke"), plans, tmp_path, 4, 4, measure=measure, devices=("0", "1"),
         progress=lambda label: LiveProgress(console, label),
     )  # fmt: skip
-    result = runner.run()
+    result = runner.run().to_json()
     assert [r["devices"] for r in result["rounds"]][:2] == [
         {"base": "0", "head": "1"}, {"base": "1", "head": "0"}]  # fmt: skip
     shown = console.file.getvalue()
@@ -210,7 +210,7 @@ def test_a_start_that_fails_before_any_run_is_the_whole_invalid(tmp_path):
 
     arm = make_arm("m", serve_cmd="true {port}")
     plans = {n: ArmPlan(n, arm, described(n)) for n in ("base", "head")}
-    result = ABRunner(load_suite("smoke"), plans, tmp_path, 3, 3, measure=measure).run()
+    result = ABRunner(load_suite("smoke"), plans, tmp_path, 3, 3, measure=measure).run().to_json()
     assert result["comparison"]["invalid"] == ["arm base crashed in round 1: out of memory"]
     assert result["comparison"]["verdict"] == "INVALID"
 
