@@ -208,7 +208,7 @@ def arm_sections(result: ABResult) -> tuple[list[dict], list[str]]:
         reported = sorted({s.commit or "?" for s in servers})
         asked = desc.commit or ""
         # only a server whose project says it reports its commit can be held to it
-        held = any((r.arm or {}).get("reports_commit") for r in runs)
+        held = any(r.arm and r.arm.reports_commit for r in runs)
         for commit in reported:
             if asked and held and not commits_match(asked, commit):
                 warnings.append(f"{arm} was asked for commit {asked} but reported {commit}")
@@ -369,7 +369,7 @@ def memory_sources(rounds: list[Round]) -> list[str]:
                 str(source)
                 for run in _runs(rounds, arm)
                 for p in (run.phases or {}).values()
-                if (source := (p.memory or {}).get(key))
+                if p.memory and (source := getattr(p.memory, key))
             })  # fmt: skip
             if seen:
                 out.append(f"{metric}, {arm}: {'; '.join(seen)}")

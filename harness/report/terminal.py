@@ -16,7 +16,7 @@ from harness.results.ab_result import ABResult
 from harness.results.bisect_result import BisectResult
 from harness.results.comparison import MetricResult
 from harness.results.metrics import CATALOGUE, Method
-from harness.results.run import Run
+from harness.results.run import Run, ServedArm
 
 
 def fmt(x: float | None) -> str:
@@ -88,10 +88,10 @@ def summary_table(runs: list[Run], title: str) -> Table:
 def print_run(console: Console, runs: list[Run]) -> None:
     """The table, then one line per expectation and per reason a run is invalid."""
     first = runs[0]
-    arm = first.arm or {}
-    model = (first.server and first.server.served_model) or arm.get("model")
+    arm = first.arm or ServedArm()
+    model = (first.server and first.server.served_model) or arm.model
     suite = first.suite.name if first.suite else "?"
-    console.print(summary_table(runs, f"{suite} on {arm.get('kind')} arm ({model})"))
+    console.print(summary_table(runs, f"{suite} on {arm.kind} arm ({model})"))
     _say(console, terminal(f"prompt tokens counted by: {first.prompt_tokenizer}"))
     for i, run in enumerate(runs):
         tag = f"run {i + 1}: " if len(runs) > 1 else ""
@@ -109,7 +109,7 @@ def print_run(console: Console, runs: list[Run]) -> None:
 
 
 def _caught(run: Run) -> str:
-    flags = [(p.memory or {}).get("sampled_caught_peak") for p in (run.phases or {}).values()]
+    flags = [p.memory and p.memory.sampled_caught_peak for p in (run.phases or {}).values()]
     known = [f for f in flags if f is not None]
     return "-" if not known else ("yes" if all(known) else "no")
 

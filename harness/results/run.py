@@ -9,7 +9,7 @@ from typing import Any
 
 from harness.results.errors import ComparisonError
 from harness.results.metrics import METRICS
-from harness.results.record import Count, Date, Pos, Record, Table, bad, read
+from harness.results.record import Count, Date, Pos, Record, Table, Words, bad, read
 
 EXPORTED = ("phase", "index", "prompt_tokens", "max_tokens")
 
@@ -117,10 +117,24 @@ class Window(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class PhaseMemory(Record):
+    """A phase's memory peaks and where each was read (load/phase.py)."""
+
+    peak_rss_bytes: float | None = None
+    peak_rss_source: str | None = None
+    peak_rss_sampled_bytes: float | None = None
+    sampled_over_exact: float | None = None
+    sampled_caught_peak: bool | None = None
+    peak_device_bytes: float | None = None
+    peak_device_source: str | None = None
+    server_memory: Table | None = None  # what the server's /v1/memory said
+
+
+@dataclass(frozen=True, kw_only=True)
 class PhaseResult(Record):
     window: list[float] | None = None
     stats: dict[str, float | None] | None = None
-    memory: Table | None = None
+    memory: PhaseMemory | None = None
     expect: list[Expectation] | None = None
     paused_s: float | None = None
     client: Table | None = None
@@ -224,6 +238,25 @@ class Timeline(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ServedArm(Record):
+    """The arm a run measured, as the harness started or reached its server."""
+
+    kind: str | None = None
+    server: str | None = None
+    model: str | None = None
+    flags: Words | None = None
+    template: str | None = None
+    url: str | None = None
+    pid: Count | None = None
+    cwd: str | None = None
+    env: dict[str, str] | None = None
+    device: str | None = None
+    api_key: str | None = None  # "set" when one was sent; never the key
+    reports_commit: bool | None = None
+    simulated: bool | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunSuite(Record):
     name: str
     path: str | None = None
@@ -244,7 +277,7 @@ class Run(Record):
     duration_s: float | None = None
     clock_origin: float | None = None
     suite: RunSuite | None = None
-    arm: Table | None = None
+    arm: ServedArm | None = None
     outcome: str | None = None
     valid: bool = True
     invalid_reasons: list[str] = field(default_factory=list)

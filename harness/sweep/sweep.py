@@ -11,7 +11,7 @@ from pathlib import Path
 from harness.load.phase import Progress
 from harness.results.ab_result import Crash
 from harness.results.record import to_json
-from harness.results.run import Run
+from harness.results.run import PhaseMemory, Run
 from harness.results.sweep_result import LevelRound, LevelRun, SweepRun
 from harness.runs.ab import order, placement
 from harness.runs.budget import Budget
@@ -111,7 +111,7 @@ def level_runs(run: Run | None, names: list[str]) -> dict[str, LevelRun]:
     for name, phase in run.phases.items():
         if name not in names:
             continue
-        memory = phase.memory or {}
+        memory = phase.memory or PhaseMemory()
         mine = f"phase {name!r}"
         reasons = [  # a reason naming another level's phase is not this level's
             r for r in run.invalid_reasons if not r.startswith("phase ") or r.startswith(mine)
@@ -122,9 +122,9 @@ def level_runs(run: Run | None, names: list[str]) -> dict[str, LevelRun]:
             ),
             valid=not reasons,
             invalid_reasons=reasons,
-            summary=(phase.stats or {}) | {k: memory.get(k) for k in PEAKS} | startup,
+            summary=(phase.stats or {}) | {k: getattr(memory, k) for k in PEAKS} | startup,
             counters=dict((run.counters or {}).get(name, {})),
-            memory_source=memory.get("peak_rss_source"),
+            memory_source=memory.peak_rss_source,
             simulated=run.simulated,
         )
     return out
