@@ -28,7 +28,7 @@ from harness.files import strict_json, write_atomic
 from harness.report.ab_report import to_plain
 from harness.report.display import LiveProgress
 from harness.report.terminal import print_run
-from harness.results.run import Run
+from harness.results.run import Run, Simulation
 from harness.runs.machine import machine_facts
 from harness.runs.measure import run_arm
 from harness.runs.plan import Side, default_refs, plan_arm
@@ -105,8 +105,8 @@ def run_command(suite_name, costs, flags, model, ref, out) -> None:
         raise InputError(f"run JSON not written: {out}: {exc.strerror or exc}") from None
     run = Run.from_json(result, "the run")
     print_run(Console(), [run])
-    s = run.simulated or {}
-    click.echo(f"simulated with {s.get('name')} ({s.get('source')}) in {s.get('wall_s', 0):.2f} s")
+    s = run.simulated or Simulation()
+    click.echo(f"simulated with {s.name} ({s.source}) in {s.wall_s or 0:.2f} s")
     click.echo(f"run JSON: {out}")
     if not run.valid:
         sys.exit(EXIT_INVALID)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from harness.results.comparison import Comparison
 from harness.results.record import Count, Pos, Record, Table, Words
-from harness.results.run import Run
+from harness.results.run import Run, Simulation
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,5 +71,5 @@ class ABResult(Record):
     memory_slack_bytes: Pos | None = None
     null_arm: bool | None = None
     schedule: Table | None = None
-    simulated: Table | None = None
+    simulated: Simulation | None = None
     raw: str | None = None

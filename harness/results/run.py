@@ -66,6 +66,32 @@ class Machine(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class FitError(Record):
+    """How far a cost model's fitted prices are from the steps it was fitted to, for one
+    family of steps (engine/sim/costs.py)."""
+
+    steps: Count | None = None
+    mean_rel_error: float | None = None
+    p95_rel_error: float | None = None
+    mean_signed_error: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Simulation(Record):
+    """What priced a simulated run (engine/sim): its cost model, that model's fit to real
+    steps, and the simulator's own time; `fit_error` is the fit said as one phrase."""
+
+    name: str | None = None
+    source: str | None = None
+    model: str | None = None
+    fit: dict[str, FitError] | None = None  # per family of steps
+    wall_s: float | None = None
+    mask_bytes_max: float | None = None
+    kv_bytes_max: float | None = None
+    fit_error: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class Server(Record):
     """The server a run measured, as the harness found it."""
 
@@ -88,7 +114,7 @@ class Server(Record):
     log_path: str | None = None
     exit_code: int | None = None
     log_tail: str | None = None
-    simulated: Table | None = None
+    simulated: Simulation | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -296,7 +322,7 @@ class Run(Record):
     server: Server | None = None
     machine: Machine | None = None
     harness: HarnessBuild | None = None
-    simulated: Table | None = None
+    simulated: Simulation | None = None
     memory_source: str | None = None
 
     def check(self, where: str) -> None:

@@ -10,7 +10,7 @@ from harness.results.ab_result import Arm, Crash
 from harness.results.comparison import Comparison
 from harness.results.metrics import metric
 from harness.results.record import Code, Count, MetricName, Pos, Record, Table
-from harness.results.run import CapacitySearch, Run
+from harness.results.run import CapacitySearch, Run, Simulation
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -23,7 +23,7 @@ class LevelRun(Record):
     summary: dict[str, float | None]
     counters: dict[str, float | None] = field(default_factory=dict)
     memory_source: str | None = None
-    simulated: Table | None = None
+    simulated: Simulation | None = None
     capacity: CapacitySearch | None = None  # a capacity search's own record
     request_count: Count | None = None  # written by the slim JSON (report/ab_report.slim)
 
@@ -130,5 +130,5 @@ class SweepResult(Record):
     by_level: dict[str, list[LevelRound]] = field(default_factory=dict)
     crash: Crash | None = None
     budget_ended: str | None = None
-    simulated: Table | None = None
+    simulated: Simulation | None = None
     raw: str | None = None

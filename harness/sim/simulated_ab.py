@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from harness.escape import terminal
 from harness.results.ab_result import ABResult, Round
-from harness.results.run import Run
+from harness.results.run import Run, Simulation
 from harness.runs.ab import ab_result
 from harness.runs.plan import ArmPlan
 from harness.sim.gate import compare_simulated
@@ -39,5 +39,5 @@ class SimulatedABRunner:
         return ab_result(
             self.suite, self.plans, self.command, rounds=list(self.rounds), crash=None,
             schedule=None, comparison=comparison,
-            simulated=described(runs["head"].simulated or {}),
+            simulated=described(runs["head"].simulated or Simulation()),
         )  # fmt: skip

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -25,6 +25,7 @@ from harness.load.phase import PhaseResult
 from harness.load.record import RequestRecord
 from harness.results.errors import ComparisonError
 from harness.results.record import Count, Record, Table
+from harness.results.run import Simulation
 from harness.runs.machine import git_commit, harness_version, machine_facts
 from harness.runs.measure import SCHEMA, draw_lengths
 from harness.runs.validity import judge
@@ -108,12 +109,12 @@ def simulate(arm: Arm, costs: str, wl: dict) -> SimOutput:
         raise SimError(f"the simulator in {arm.cwd} printed no result: {exc}") from None
 
 
-def described(simulated: dict) -> dict:
-    """A run's `simulated` block with its fit error as one phrase, for every report's banner."""
-    fit = simulated.get("fit") or {}
-    errors = ", ".join(f"{k} {v['mean_rel_error'] * 100:.1f}%" for k, v in fit.items()
-                       if "mean_rel_error" in v)  # fmt: skip
-    return {**simulated, "fit_error": f"mean {errors}" if errors else "n/a (not fitted)"}
+def described(simulated: Simulation) -> Simulation:
+    """A run's simulation with its fit error as one phrase, for every report's banner."""
+    errors = ", ".join(f"{k} {v.mean_rel_error * 100:.1f}%"
+                       for k, v in (simulated.fit or {}).items()
+                       if v.mean_rel_error is not None)  # fmt: skip
+    return replace(simulated, fit_error=f"mean {errors}" if errors else "n/a (not fitted)")
 
 
 def _record(r: SimRequest) -> RequestRecord:

@@ -284,7 +284,7 @@ def print_sweep(console: Console, result: SweepResult) -> None:
             markup=False,
         )
     if sim := result.simulated:
-        said = escape.terminal(f"simulated with {sim['name']} ({sim['source']})")
+        said = escape.terminal(f"simulated with {sim.name} ({sim.source})")
         console.print(said, highlight=False, markup=False)
     console.print(headline(result).lstrip("# "), highlight=False, soft_wrap=True)  # one line
 
