@@ -4,6 +4,7 @@ templates/report.md.j2 lays out."""
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 from statistics import median
 
 from harness.escape import markdown
@@ -88,13 +89,14 @@ def look_bound(m: MetricResult) -> str:
 
 
 def metric_rows(comparison: Comparison) -> list[dict]:
-    """Each gated metric's row: every field of its record (a template may show any), the ones
-    a reader reads formatted."""
+    """Each gated metric's row: every field of its record, null ones too (a template may show
+    any), the ones a reader reads formatted."""
     noise = {n.name: n for n in comparison.noise}
     rows = []
     for m in comparison.metrics:
         rows.append(
-            m.to_json()
+            {f.name: None for f in fields(m)}
+            | m.to_json()
             | {
                 "name": m.name,
                 "base": fmt_value(m.name, m.base_value),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import re
+from dataclasses import fields
 
 import pytest
 from rich.console import Console
@@ -15,6 +16,7 @@ from harness.load.record import RequestRecord
 from harness.report.tables import metric_rows
 from harness.report.terminal import print_verdict
 from harness.results.ab_result import ABResult
+from harness.results.comparison import MetricResult
 from harness.results.errors import ComparisonError
 from harness.results.metrics import CATALOGUE, GATEABLE, SUMMARY_KEYS, Method, metric
 from harness.stats.compare import compare_rounds
@@ -101,3 +103,15 @@ def test_the_terminal_and_the_report_show_the_same_values_and_units():
     line = next(x for x in out.getvalue().splitlines() if "ttft_p50_ms" in x)
     cells = [c.strip() for c in re.split("[│|]", line) if c.strip()]
     assert cells[1:4] == ["110.0 ms", "119.4 ms", row["ratio"]], line
+
+
+def test_a_metric_row_holds_every_field_of_its_record_null_ones_too():
+    """A template may show any field of a metric's record (one cell, no other change): its row
+    holds each, a null one as None, though the saved JSON leaves nulls out."""
+    rounds = make_rounds({"base": [1e9, 1e9, 1e9], "head": [1e9, 1e9, 1e9]}, "peak_rss_bytes")
+    (row,) = metric_rows(compare_rounds(rounds, {"peak_rss_bytes": 0.05}))
+    (metric_result,) = compare_rounds(rounds, {"peak_rss_bytes": 0.05}).metrics
+    nulls = [f.name for f in fields(MetricResult) if getattr(metric_result, f.name) is None]
+    assert nulls, "a min/max metric leaves some field null"
+    assert {f.name for f in fields(MetricResult)} <= set(row)
+    assert all(name not in metric_result.to_json() for name in nulls)
