@@ -23,7 +23,7 @@ from harness.load.counters import MetricsEndpoint
 from harness.load.gauges import GaugeWatch
 from harness.load.load import LoadDriver, make_session
 from harness.load.memory_peaks import HWM_SUPPORTED, MemoryEndpoint, read_hwm
-from harness.load.memory_timeline import Sampler
+from harness.load.memory_timeline import Sampler, Timeline
 from harness.load.metrics import latency_stats, run_summary
 from harness.load.phase import PhaseResult, Probes, Progress, run_phase
 from harness.load.prompts import (
@@ -101,9 +101,42 @@ def run_arm(
     the end either way. With a `baton` (shared, and this arm's name) its bursts take turns
     with other arms measured at once. Raises LaunchError when the server never became ready;
     a crash under load, failed expectations and failed requests are reported in the record."""
-    progress = progress or Progress()
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     machine = machine_facts()
+    driven = _drive_cold(
+        suite, arm, log_path, progress or Progress(), sample_hz, ready_timeout_s, started, baton
+    )
+    return _run_record(suite, arm, log_path, driven, started_at, machine)
+
+
+@dataclass(slots=True)
+class Driven:
+    """What one cold run measured, before it is written up as the run record."""
+
+    t0: float
+    server: Server
+    phases: list[PhaseResult]
+    warmup: PhaseResult | None
+    extras: dict[str, Any]
+    sampler: Sampler | None
+    timeline: Timeline | None  # None without a pid to sample
+    startup_peak: int | None
+    launched: bool
+    exit_code: int | None  # set when the server it launched exited under load
+
+
+def _drive_cold(
+    suite: Suite,
+    arm: Arm,
+    log_path: Path,
+    progress: Progress,
+    sample_hz: float,
+    ready_timeout_s: float | None,
+    started: Started | None,
+    baton: tuple[Baton, str] | None,
+) -> Driven:
+    """Start (or take over, or attach to) the server, sample its memory, drive the suite, and
+    stop it whatever happens."""
     t0 = started.t0 if started else time.perf_counter()
     launcher = (
         started.launcher
@@ -139,33 +172,44 @@ def run_arm(
             launcher.remember(list(sampler.seen.values()) if sampler else [])
             exit_code = launcher.exit_code()
             launcher.stop()
-    crashed = launcher is not None and exit_code is not None
+    return Driven(t0, server, phases, warmup, extras, sampler, timeline, startup_peak,
+                  launcher is not None, exit_code)  # fmt: skip
+
+
+def _run_record(
+    suite: Suite, arm: Arm, log_path: Path, d: Driven, started_at: str, machine: dict
+) -> dict:
+    """The run record (docs/run-json.md) of what `d` measured: judged, fingerprinted and
+    summarised."""
+    crashed = d.launched and d.exit_code is not None
+    phases, server, extras, timeline = d.phases, d.server, d.extras, d.timeline
     records = [r for p in phases for r in p.records]
-    memory = [p.memory for p in phases]
     rates = {p.name: p.max_error_rate for p in suite.phases}
     late = {p.name: p.max_lateness_ms for p in suite.phases if p.arrival in OPEN_LOOP}
-    valid, reasons = judge(phases, extras.get("error"), exit_code if crashed else None, rates, late)
+    valid, reasons = judge(
+        phases, extras.get("error"), d.exit_code if crashed else None, rates, late
+    )
     lengths = [(p, draw_lengths(p)) for p in suite.phases]
     facts = workload(suite.name, lengths, extras.get("prompts_sha256"), suite.slo)
     server_info = {
         "url": server.url,
         "pid": server.pid,
         "startup_s": server.startup_s,
-        "startup_peak_rss_bytes": startup_peak,
+        "startup_peak_rss_bytes": d.startup_peak,
         "device_memory_life": timeline.device_peaks() if timeline else None,
         "ready_path": server.ready_path,
         "health": server.health,
         **{k: server.health.get(k) for k in HEALTH_FIELDS},
         "served_model": extras.get("served_model"),
-        "log_path": str(log_path) if launcher else None,
-        "exit_code": exit_code if crashed else None,
+        "log_path": str(log_path) if d.launched else None,
+        "exit_code": d.exit_code if crashed else None,
         "log_tail": log_tail(log_path) if crashed else None,
     }
     return {
         "schema": SCHEMA,
         "started_at": started_at,
-        "duration_s": round(time.perf_counter() - t0, 3),
-        "clock_origin": t0,
+        "duration_s": round(time.perf_counter() - d.t0, 3),
+        "clock_origin": d.t0,
         "suite": {"name": suite.name, "path": str(suite.path), "gate": suite.gate},
         "arm": arm.describe(),
         "outcome": "crashed" if crashed else ("ok" if valid else "invalid"),
@@ -175,10 +219,10 @@ def run_arm(
         "workload": facts,
         "summary": run_summary(
             [r for p in phases for r in p.measured],
-            memory,
+            [p.memory for p in phases],
             server.startup_s,
             suite.slo,
-            startup_peak,
+            d.startup_peak,
             {p.name: p.paused_s for p in phases},
         )
         | {"capacity_req_s": (extras.get("capacity") or {}).get("capacity_req_s")},
@@ -187,15 +231,15 @@ def run_arm(
         "counters": {p.name: p.counters for p in phases},
         "timeline": timeline.as_dict() if timeline else {"t": [], "rss": [], "marks": []},
         "sampler": {
-            "hz": sampler.hz if sampler else None,
+            "hz": d.sampler.hz if d.sampler else None,
             "samples": len(timeline.t) if timeline else 0,
             **(timeline.achieved() if timeline else {"achieved_hz": None, "max_gap_s": None}),
-            "exact_peak": "VmHWM" if HWM_SUPPORTED and sampler else "unavailable",
+            "exact_peak": "VmHWM" if HWM_SUPPORTED and d.sampler else "unavailable",
         },
         "prompt_tokenizer": extras.get("tokenizer"),
         "prompt_tokens_exact": extras.get("exact", False),
         "requests": [r.as_dict() for r in records],
-        "warmup_requests": [r.as_dict() for r in (warmup.records if warmup else [])],
+        "warmup_requests": [r.as_dict() for r in (d.warmup.records if d.warmup else [])],
         "server": server_info,
         "machine": machine,
         "harness": {"version": harness_version(), "commit": git_commit(REPO_ROOT)},
