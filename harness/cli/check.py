@@ -119,7 +119,7 @@ def check(
     _ask(console, plan, log_dir, ready_timeout, quiet)
     progress = lambda label: LiveProgress(console, label, disabled=quiet)  # noqa: E731
     run, crash = measure_cold(suite, plan, log_dir, round_no=1, label="cold run ",
-                                   progress=progress, ready_timeout_s=ready_timeout)  # fmt: skip
+                              progress=progress, ready_timeout_s=ready_timeout)  # fmt: skip
     if crash or run is None:
         why = crash.message if crash else "no run"
         _failed(

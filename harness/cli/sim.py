@@ -96,14 +96,12 @@ def run_command(suite_name, costs, flags, model, ref, out) -> None:
     out = _guard(
         lambda: writable_file(out or Path("results/runs") / f"{stamp}-{suite.name}-sim.json")
     )
-    result = _guard(lambda: sim_run(suite, plan.arm, costs))
+    run = _guard(lambda: sim_run(suite, plan.arm, costs))
     try:
-        write_atomic(
-            out, strict_json({"arm": plan.desc.to_json(), "runs": [result]}, indent=1) + "\n"
-        )
+        doc = {"arm": plan.desc.to_json(), "runs": [run.to_json()]}
+        write_atomic(out, strict_json(doc, indent=1) + "\n")
     except OSError as exc:
         raise InputError(f"run JSON not written: {out}: {exc.strerror or exc}") from None
-    run = Run.from_json(result, "the run")
     print_run(Console(), [run])
     s = run.simulated or Simulation()
     click.echo(f"simulated with {s.name} ({s.source}) in {s.wall_s or 0:.2f} s")
@@ -149,7 +147,7 @@ def _validate(cases, costs, repeat: int, quiet: bool, reals=None, traces=None):
         for i, (case, suite, arm) in enumerate(cases)
     ]  # fmt: skip
     for i, (case, suite, arm) in enumerate(cases):
-        simulated = _guard(lambda s=suite, a=arm, i=i: Run.from_json(sim_run(s, a, costs(i))))
+        simulated = _guard(lambda s=suite, a=arm, i=i: sim_run(s, a, costs(i)))
         if case != "sweep":
             table += rows(case, [r.summary for r in runs[i]], simulated.summary)
             verdicts[case] = decisions(runs[i], simulated)

@@ -9,13 +9,13 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from harness.arms.launcher import LaunchError, reopen, stop_all
 from harness.load.baton import Baton
 from harness.load.phase import Progress
 from harness.results.ab_result import ABResult, Crash, Round
 from harness.results.comparison import Comparison, Looks
+from harness.results.run import Simulation
 from harness.results.store import schema
 from harness.results.verdicts import INCONCLUSIVE_EXIT, Verdict
 from harness.runs.budget import Budget, budget_note
@@ -356,9 +356,19 @@ def undecided(comparison: Comparison, choice: str) -> Comparison:
     return replace(comparison, exit_code=code, warnings=[why, *comparison.warnings])
 
 
-def ab_result(suite: Suite, plans: dict[str, ArmPlan], command: str, **outcome: Any) -> ABResult:
-    """The A/B result of `outcome` (its rounds, crash, schedule and comparison; a simulation's
-    facts): what every view shows and `harness ab` saves."""
+def ab_result(
+    suite: Suite,
+    plans: dict[str, ArmPlan],
+    command: str,
+    *,
+    rounds: list[Round],
+    crash: Crash | None,
+    schedule: dict | None,
+    comparison: Comparison,
+    simulated: Simulation | None = None,
+) -> ABResult:
+    """The A/B result of the rounds run and their comparison: what every view shows and
+    `harness ab` saves."""
     return ABResult(
         schema=schema("ab"),
         suite=suite.name,
@@ -369,5 +379,9 @@ def ab_result(suite: Suite, plans: dict[str, ArmPlan], command: str, **outcome: 
         gate=dict(suite.gate),
         memory_slack_bytes=suite.memory_slack_bytes,
         command=command,
-        **outcome,
+        rounds=rounds,
+        crash=crash,
+        schedule=schedule,
+        comparison=comparison,
+        simulated=simulated,
     )

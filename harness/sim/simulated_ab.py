@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from harness.escape import terminal
 from harness.results.ab_result import ABResult, Round
-from harness.results.run import Run, Simulation
+from harness.results.run import Simulation
 from harness.runs.ab import ab_result
 from harness.runs.plan import ArmPlan
 from harness.sim.gate import compare_simulated
@@ -32,8 +32,7 @@ class SimulatedABRunner:
         runs = {}
         for name in ("base", "head"):
             self.say(terminal(f"simulating {name} ({self.plans[name].desc.label})"))
-            simulated = sim_run(self.suite, self.plans[name].arm, self.costs)
-            runs[name] = Run.from_json(simulated, f"the simulated {name} run")
+            runs[name] = sim_run(self.suite, self.plans[name].arm, self.costs)
         self.rounds = [Round(round=1, order=["base", "head"], base=runs["base"], head=runs["head"])]
         comparison = compare_simulated(gate_rounds(self.rounds)[0], self.suite.gate)
         return ab_result(

@@ -25,7 +25,7 @@ from harness.load.phase import PhaseResult
 from harness.load.record import RequestRecord
 from harness.results.errors import ComparisonError
 from harness.results.record import Count, Record, Table
-from harness.results.run import Simulation
+from harness.results.run import Run, Simulation
 from harness.runs.machine import git_commit, harness_version, machine_facts
 from harness.runs.measure import SCHEMA, draw_lengths
 from harness.runs.validity import judge
@@ -130,8 +130,9 @@ def _record(r: SimRequest) -> RequestRecord:
     )  # fmt: skip
 
 
-def sim_run(suite: Suite, arm: Arm, costs: str) -> dict:
-    """Simulate `suite` on `arm`'s scheduler; the run record."""
+def sim_run(suite: Suite, arm: Arm, costs: str) -> Run:
+    """Simulate `suite` on `arm`'s scheduler; the run, read into its record once (a simulator
+    output that breaks it is a SimError)."""
     lengths = {p.name: draw_lengths(p) for p in [*([suite.warmup] if suite.warmup else []),
                                                   *suite.phases]}  # fmt: skip
     wall = time.perf_counter()
@@ -161,7 +162,7 @@ def sim_run(suite: Suite, arm: Arm, costs: str) -> dict:
         "kv_bytes_max": out.kv_bytes_max,
         "model": model,
     }
-    return {
+    run = {
         "schema": SCHEMA,
         "started_at": started_at,
         "duration_s": round(out.phases[-1].end, 3),
@@ -202,3 +203,7 @@ def sim_run(suite: Suite, arm: Arm, costs: str) -> dict:
         "machine": machine_facts(),
         "harness": {"version": harness_version(), "commit": git_commit(REPO_ROOT)},
     }
+    try:
+        return Run.from_json(run, "the simulated run")
+    except ComparisonError as exc:
+        raise SimError(str(exc)) from None

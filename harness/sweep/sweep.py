@@ -182,7 +182,7 @@ class SweepRunner:
                 label = f"[{done}/{self.steps}] round {i + 1}/{self.rounds} {name} {where}: "
                 if self.sim is not None:  # deterministic: one round, nothing to crash
                     simulated = sim_run(unit, self.plans[name].arm, self.sim)
-                    runs.append(SweepRun(round=i + 1, arm=name, run=Run.from_json(simulated)))
+                    runs.append(SweepRun(round=i + 1, arm=name, run=simulated))
                     continue
                 log_dir = self.log_dir / where
                 log_dir.mkdir(parents=True, exist_ok=True)
