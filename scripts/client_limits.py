@@ -37,6 +37,7 @@ from harness.load.phase import PhaseResult
 from harness.load.prompts import Prompt
 from harness.load.workers import client_workers
 from harness.runs.validity import judge
+from harness.workload.arrival import Burst
 from harness.workload.phase import Phase
 
 
@@ -46,7 +47,7 @@ def q(values: list[float], p: float) -> float | None:
 
 
 async def level(url: str, streams: int, tokens: int, procs: int) -> dict:
-    phase = Phase("main", arrival="burst", clients=streams, requests=streams, max_tokens=tokens)
+    phase = Phase("main", arrival=Burst(), clients=streams, requests=streams, max_tokens=tokens)
     prompts = [Prompt("hello", 1) for _ in range(streams)]
     async with make_session(streams) as session:
         t0 = time.perf_counter()

@@ -50,6 +50,7 @@ from harness.results.run import Run
 from harness.runs.machine import harness_version
 from harness.runs.measure import run_arm
 from harness.runs.plan import Side, default_refs, plan_arm
+from harness.workload.arrival import Burst, Concurrency, Rate, Replay
 from harness.workload.phase import Phase
 from harness.workload.suite import (
     CI_SUITES,
@@ -281,14 +282,15 @@ def _keep(runs: list[dict], arm: dict, out: Path, console: Console) -> None:
 def phase_words(p: Phase) -> str:
     """A phase in plain words: `main: 4 requests at once, 3 times`."""
     n = f"{p.requests} request{'s' * (p.requests != 1)}"
-    if p.arrival == "burst":
-        said = f"{n} at once" + (f", {p.bursts} times" if p.bursts > 1 else "")
-    elif p.arrival == "concurrency":
-        said = f"{n} from {p.clients} client{'s' * (p.clients != 1)} in a closed loop"
-    elif p.arrival == "trace":
-        said = f"{n} at a trace's times"
-    else:
-        said = f"{n} at {p.rate:g}/s" if p.rate else f"{n} at a rate"
+    match p.arrival:
+        case Burst(bursts=bursts):
+            said = f"{n} at once" + (f", {bursts} times" if bursts > 1 else "")
+        case Concurrency():
+            said = f"{n} from {p.clients} client{'s' * (p.clients != 1)} in a closed loop"
+        case Replay():
+            said = f"{n} at a trace's times"
+        case Rate(rate=rate):
+            said = f"{n} at {rate:g}/s"
     return f"{p.name}: {said}"
 
 

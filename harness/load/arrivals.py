@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import random
 
+from harness.workload.arrival import Burst, Concurrency, Rate, Replay
 from harness.workload.phase import Phase
 
 
@@ -25,24 +26,28 @@ def gaps(rng: random.Random, n: int, burstiness: float) -> list[float]:
     return [g / mean for g in drawn]
 
 
-def ramp_span(phase: Phase) -> float:
+def ramp_span(arrival: Rate, n: int) -> float:
     """The seconds a ramp takes: the span over which its curve from `rate` to `ramp_to`
-    expects exactly `requests` arrivals."""
-    r0, r1, n = phase.rate, phase.ramp_to, phase.requests
-    if phase.ramp == "linear":
+    expects exactly `n` arrivals (the phase's requests)."""
+    r0, r1 = arrival.rate, _end(arrival)
+    if arrival.ramp == "linear":
         return 2 * n / (r0 + r1)
     k = r1 / r0
     return n / r0 if abs(k - 1) < 1e-12 else n * math.log(k) / (r0 * (k - 1))
 
 
-def ramp_time(phase: Phase, work: float) -> float:
+def _end(arrival: Rate) -> float:
+    return arrival.rate if arrival.ramp_to is None else arrival.ramp_to
+
+
+def ramp_time(arrival: Rate, n: int, work: float) -> float:
     """The time at which the ramp's expected arrivals, Lambda(t) = the integral of its rate,
     reach `work`: unit-mean gaps in `work` become its arrivals (time rescaling). Past the
-    ramp's `requests`, the end rate goes on."""
-    r0, r1, n, span = phase.rate, phase.ramp_to, phase.requests, ramp_span(phase)
+    ramp's `n` requests, the end rate goes on."""
+    r0, r1, span = arrival.rate, _end(arrival), ramp_span(arrival, n)
     if work >= n:
         return span + (work - n) / r1
-    if phase.ramp == "linear":
+    if arrival.ramp == "linear":
         a = (r1 - r0) / (2 * span)  # Lambda(t) = r0 t + a t^2
         if abs(a) < 1e-12:
             return work / r0
@@ -53,25 +58,32 @@ def ramp_time(phase: Phase, work: float) -> float:
     return span * math.log1p(work * math.log(k) / (r0 * span)) / math.log(k)
 
 
-def rate_at(phase: Phase, t: float) -> float:
+def rate_at(arrival: Rate, n: int, t: float) -> float:
     """The ramp's rate (requests/s) at `t` seconds; past its span, the end rate."""
-    r0, r1, span = phase.rate, phase.ramp_to, ramp_span(phase)
+    r0, r1, span = arrival.rate, _end(arrival), ramp_span(arrival, n)
     x = min(max(t / span, 0.0), 1.0)
-    return r0 + (r1 - r0) * x if phase.ramp == "linear" else r0 * (r1 / r0) ** x
+    return r0 + (r1 - r0) * x if arrival.ramp == "linear" else r0 * (r1 / r0) ** x
 
 
 def arrival_offsets(phase: Phase) -> list[float] | None:
     """Due times (seconds after the phase start), or None for closed-loop concurrency."""
-    if phase.arrival == "concurrency":
-        return None
-    if phase.arrival == "burst":
-        return [0.0] * phase.requests
-    if phase.arrival == "trace":
-        return phase.trace.offsets(phase.time_scale)
-    unit = gaps(random.Random(phase.seed), phase.requests - 1, phase.burstiness)
+    match phase.arrival:
+        case Concurrency():
+            return None
+        case Burst():
+            return [0.0] * phase.requests
+        case Replay(trace=trace, time_scale=scale):
+            return trace.offsets(scale)
+        case Rate() as arrival:
+            return rate_offsets(arrival, phase.requests, phase.seed)
+
+
+def rate_offsets(arrival: Rate, n: int, seed: int) -> list[float]:
+    """`n` due times at `arrival`'s rate (or along its ramp), drawn from `seed`."""
+    unit = gaps(random.Random(seed), n - 1, arrival.burstiness)
     work, out = 0.0, []
     for gap in [*unit, 0.0]:  # the first due at once, each later one a gap after
-        out.append(ramp_time(phase, work) if phase.ramp else work / phase.rate)
+        out.append(ramp_time(arrival, n, work) if arrival.ramp else work / arrival.rate)
         work += gap
     return out
 

@@ -13,8 +13,8 @@ SALT = 7919  # the choice's seed is the phase's, moved off the prompts' and the 
 
 def cancelled(phase: Phase) -> frozenset[int]:
     """The request indices the client cancels: round(share x requests), the same every run."""
-    if not phase.cancel_share:
+    if phase.cancels is None:
         return frozenset()
     total = phase.total_requests
     rng = random.Random(phase.seed + SALT)
-    return frozenset(rng.sample(range(total), round(phase.cancel_share * total)))
+    return frozenset(rng.sample(range(total), round(phase.cancels.share * total)))

@@ -86,7 +86,8 @@ class LoadDriver:
         raw_to_parent: bool = False,  # a client worker: the run's process parses its reads
     ) -> None:
         self.session, self.base, self.model, self.t0 = session, base, model, t0
-        self.baton, self.arm = baton or (None, "")
+        self.baton: Baton | None = baton[0] if baton else None
+        self.arm = baton[1] if baton else ""
         self.workers, self.raw_to_parent = workers, raw_to_parent
         self.unparsed: list[RequestRecord] = []  # streams read raw, parsed after the phase
         self.unparsed_bytes = 0
@@ -211,6 +212,7 @@ class LoadDriver:
         conversation (its later turns are recorded as not sent). `chosen`: the arrival offsets
         and the requests the client cancels."""
         offsets, dropped = chosen
+        think_s = phase.conversation.think_time_s if phase.conversation else 0.0
 
         async def conversation(c: int) -> list[RequestRecord]:
             if offsets is not None:
@@ -221,8 +223,9 @@ class LoadDriver:
                     i = c * phase.turns + k
                     rec = RequestRecord(phase.name, i, prompts[i].tokens, phase.max_tokens)
                     rec.turn = k + 1
-                    due_at_start = offsets is not None and k == 0  # later turns follow answers
-                    rec.arrival = start + offsets[c] if due_at_start else self.now()
+                    rec.arrival = self.now()  # a later turn follows an answer
+                    if offsets is not None and k == 0:
+                        rec.arrival = start + offsets[c]
                     left = phase_end - self.now()
                     if reason or self.stop.is_set() or left <= 0:
                         why = reason or ("the server was gone" if self.stop.is_set()
@@ -236,8 +239,8 @@ class LoadDriver:
                         messages.append({"role": "assistant", "content": "".join(answer)})
                         if not rec.ok:
                             reason = f"turn {k + 1} of this conversation failed"
-                        elif k + 1 < phase.turns and phase.think_time_s:
-                            await self._sleep_until(self.now() + phase.think_time_s)
+                        elif k + 1 < phase.turns and think_s:
+                            await self._sleep_until(self.now() + think_s)
                     on_done(rec)
                     out.append(rec)
             return out
@@ -270,8 +273,9 @@ class LoadDriver:
         path, body = request_body(phase, self.model, prompt, rec.max_tokens)
         rec.send = self.now()
         deadline = min(phase.request_deadline_s, left_s)
-        after_s = phase.cancel_after_ms / 1e3 if cancel and phase.cancel_after_ms else None
-        after_tokens = phase.cancel_after_tokens if cancel else None
+        cancels = phase.cancels if cancel else None
+        after_s = cancels.after_ms / 1e3 if cancels and cancels.after_ms else None
+        after_tokens = cancels.after_tokens if cancels else None
         limit = min(deadline, after_s) if after_s else deadline
         try:
             async with asyncio.timeout(limit):

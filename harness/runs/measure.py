@@ -38,10 +38,11 @@ from harness.load.workers import client_workers, procs_for
 from harness.results.store import schema
 from harness.runs.machine import git_commit, harness_version, machine_facts
 from harness.runs.validity import judge
-from harness.workload.capacity import Tried, attained, capacity_summary, next_level
+from harness.workload.arrival import Replay
+from harness.workload.capacity import CapacityPlan, Tried, attained, capacity_summary, next_level
 from harness.workload.fingerprint import fingerprint, prompts_digest, workload
 from harness.workload.levels import level_phase
-from harness.workload.phase import OPEN_LOOP, Phase
+from harness.workload.phase import Phase
 from harness.workload.suite import Suite
 
 SCHEMA = schema("run")
@@ -70,19 +71,17 @@ def start_arm(
 
 def draw_lengths(phase: Phase) -> list[int]:
     """Each request's prompt length: the trace's, else drawn from the phase's seed."""
-    if phase.trace is not None:
-        return [r.input_length for r in phase.trace.requests]
+    if isinstance(phase.arrival, Replay):
+        return [r.input_length for r in phase.arrival.trace.requests]
     if phase.dataset is not None and phase.dataset.lengths_only:
-        return [
-            item.input_length for item in phase.dataset.sample(phase.total_requests, phase.seed)
-        ]
+        rows = phase.dataset.sample(phase.total_requests, phase.seed)
+        return [n for item in rows if (n := item.input_length) is not None]  # each has one
     if phase.dataset is not None:  # the server's tokenizer counts them: prompts_sha256 holds them
         return []
     lengths = phase.prompt_tokens.sample(random.Random(phase.seed), phase.total_requests)
-    if phase.followup_tokens is not None:  # a conversation's later user messages
-        lengths = [
-            n if i % phase.turns == 0 else phase.followup_tokens for i, n in enumerate(lengths)
-        ]
+    followup = phase.conversation.followup_tokens if phase.conversation else None
+    if followup is not None:  # a conversation's later user messages
+        lengths = [n if i % phase.turns == 0 else followup for i, n in enumerate(lengths)]
     return lengths
 
 
@@ -185,7 +184,7 @@ def _run_record(
     phases, server, extras, timeline = d.phases, d.server, d.extras, d.timeline
     records = [r for p in phases for r in p.records]
     rates = {p.name: p.max_error_rate for p in suite.phases}
-    late = {p.name: p.max_lateness_ms for p in suite.phases if p.arrival in OPEN_LOOP}
+    late = {p.name: p.max_lateness_ms for p in suite.phases if p.arrival.open_loop}
     valid, reasons = judge(
         phases, extras.get("error"), d.exit_code if crashed else None, rates, late
     )
@@ -250,6 +249,8 @@ def _attach(arm: Arm, timeout_s: float) -> Server:
     """An already running server (--url): check it answers, and that --pid exists."""
     if arm.pid is not None and not psutil.pid_exists(arm.pid):
         raise LaunchError(f"--pid {arm.pid}: no such process")
+    if arm.url is None:
+        raise LaunchError("no --url to attach to")
     deadline = time.monotonic() + min(timeout_s, 15.0)
     path, health = wait_ready(arm.url, deadline, path=arm.ready_path, api_key=arm.api_key)
     return Server(arm.url, arm.pid, None, health, path)
@@ -309,17 +310,19 @@ async def _drive(
                     break
                 results.append(await run_phase(probes, phase, prompts[phase.name], progress))
             if suite.capacity and results and not exited():
-                extras["capacity"] = await _find_capacity(probes, suite, counter, progress, exited)
+                extras["capacity"] = await _find_capacity(
+                    probes, suite, suite.capacity, counter, progress, exited
+                )
             if sampler:
                 sampler.mark("end")
             return results, warmup, extras
 
 
-async def _find_capacity(probes: Probes, suite: Suite, counter: TokenCounter, progress: Progress,
-                         exited: Callable[[], bool]) -> dict:  # fmt: skip
+async def _find_capacity(probes: Probes, suite: Suite, plan: CapacityPlan, counter: TokenCounter,
+                         progress: Progress, exited: Callable[[], bool]) -> dict:  # fmt: skip
     """The suite's capacity search on the running server, a level at a time (its first phase
     reshaped, without its expectations); what it kept (workload/capacity.py)."""
-    plan, stopped = suite.capacity, None
+    stopped = None
     tried: list = []
     stats: list[dict] = []
     ends = time.monotonic() + plan.budget_s
@@ -348,8 +351,8 @@ async def _find_capacity(probes: Probes, suite: Suite, counter: TokenCounter, pr
 
 async def _prompts(counter: TokenCounter, phase: Phase) -> list:
     chat = phase.endpoint == "chat"
-    if phase.trace is not None:
-        return await build_trace_prompts(counter, phase.trace, phase.seed, chat)
+    if isinstance(phase.arrival, Replay):
+        return await build_trace_prompts(counter, phase.arrival.trace, phase.seed, chat)
     if phase.dataset is not None:
         items = phase.dataset.sample(phase.total_requests, phase.seed)
         return await dataset_prompts(counter, items, chat, phase.max_tokens, phase.seed)

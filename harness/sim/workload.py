@@ -14,14 +14,12 @@ from __future__ import annotations
 import random
 
 from harness.load.arrivals import arrival_offsets
+from harness.workload.arrival import Burst, Concurrency, Replay
 from harness.workload.phase import Phase
 from harness.workload.suite import Suite
 from harness.workload.trace import BLOCK_TOKENS
 
 IDS = (3, 250)  # token ids every model here has (tiny's vocabulary is 259)
-
-
-UNSIMULATED = ("cancel_share", "settle_s")  # a client's cancels; an unmeasured settling start
 
 
 class SimError(ValueError):
@@ -35,9 +33,9 @@ def _ids(rng: random.Random, n: int) -> list[int]:
 def prompts(phase: Phase, lengths: list[int]) -> list[list[int]]:
     rng = random.Random(phase.seed * 7919 + 17)
     shared = _ids(random.Random(phase.seed + 2), phase.prefix_tokens)
-    if phase.trace is not None:
+    if isinstance(phase.arrival, Replay):
         out = []
-        for req in phase.trace.requests:
+        for req in phase.arrival.trace.requests:
             whole = [h for k, h in enumerate(req.hash_ids)
                      if (k + 1) * BLOCK_TOKENS < req.input_length]  # fmt: skip
             ids = [t for h in whole for t in _ids(random.Random(h), BLOCK_TOKENS)]
@@ -51,22 +49,24 @@ def groups(phase: Phase, lengths: list[int]) -> list[dict]:
         raise SimError(
             f"phase {phase.name!r}: conversations and datasets of prompts are not simulated"
         )
-    if unsimulated := [k for k in UNSIMULATED if getattr(phase, k)]:
+    parts = (("cancel_share", phase.cancels), ("settle_s", phase.settle_s))
+    if unsimulated := [key for key, part in parts if part]:  # cancels; a settling start
         raise SimError(f"phase {phase.name!r}: {', '.join(unsimulated)} is not simulated (the "
                        "simulator sends every request whole, from the phase's start)")  # fmt: skip
     ids = prompts(phase, lengths)
-    outs = [r.output_length for r in phase.trace.requests] if phase.trace else None
+    trace = phase.arrival.trace if isinstance(phase.arrival, Replay) else None
+    outs = [r.output_length for r in trace.requests] if trace else None
     if phase.dataset is not None:  # a length distribution: each row's output, capped
         rows = phase.dataset.sample(phase.total_requests, phase.seed)
         outs = [min(r.output_length or phase.max_tokens, phase.max_tokens) for r in rows]
     reqs = [{"prompt": p, "max_tokens": outs[i] if outs else phase.max_tokens,
              "ignore_eos": phase.ignore_eos, "chat": phase.endpoint == "chat"}
             for i, p in enumerate(ids)]  # fmt: skip
-    if phase.arrival == "burst":
+    if isinstance(phase.arrival, Burst):
         n = phase.requests
         return [{"mode": "closed", "clients": n, "requests": reqs[b * n : (b + 1) * n]}
                 for b in range(phase.bursts)]  # fmt: skip
-    if phase.arrival == "concurrency":
+    if isinstance(phase.arrival, Concurrency):
         return [{"mode": "closed", "clients": phase.clients, "requests": reqs}]
     for req, at in zip(reqs, arrival_offsets(phase) or [], strict=True):
         req["at"] = at

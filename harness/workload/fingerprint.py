@@ -10,6 +10,7 @@ import json
 
 from harness.results.record import to_json
 from harness.results.run import Workload
+from harness.workload.arrival import Rate
 from harness.workload.phase import Phase
 
 
@@ -29,10 +30,10 @@ def workload(
         "phases": [
             {
                 "name": p.name,
-                "arrival": p.arrival,
+                "arrival": p.arrival.mode,
                 "clients": p.clients,
                 "requests": p.requests,
-                "rate": p.rate,
+                "rate": p.arrival.rate if isinstance(p.arrival, Rate) else None,
                 "seed": p.seed,
                 "prompt_lengths": lengths,
                 "prefix_tokens": p.prefix_tokens,
@@ -40,24 +41,7 @@ def workload(
                 "ignore_eos": p.ignore_eos,
                 "temperature": p.temperature,
                 "endpoint": p.endpoint,
-                # only when set, so that workloads without them keep their fingerprints
-                **({"bursts": p.bursts} if p.bursts != 1 else {}),
-                **({"burstiness": p.burstiness} if p.burstiness != 1.0 else {}),
-                **({"ramp": p.ramp, "ramp_to": p.ramp_to} if p.ramp else {}),
-                **({"trace_sha256": p.trace.digest, "time_scale": p.time_scale} if p.trace else {}),
-                **({"dataset_sha256": p.dataset.digest} if p.dataset else {}),
-                **({"turns": p.turns, "think_time_s": p.think_time_s} if p.turns > 1 else {}),
-                **({"followup_tokens": p.followup_tokens} if p.followup_tokens else {}),
-                **({"settle_s": p.settle_s} if p.settle_s else {}),
-                **(
-                    {
-                        "cancel_share": p.cancel_share,
-                        "cancel_after_tokens": p.cancel_after_tokens,
-                        "cancel_after_ms": p.cancel_after_ms,
-                    }
-                    if p.cancel_share
-                    else {}
-                ),  # fmt: skip
+                **p.facts(),  # the parts a phase may have, each only when set
             }
             for p, lengths in phases
         ],

@@ -8,6 +8,8 @@ import math
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from harness.workload.arrival import Concurrency, Rate
+
 if TYPE_CHECKING:
     from harness.workload.phase import Phase
 
@@ -36,7 +38,8 @@ def level_phase(base: Phase, mode: str, level: float, requests: int | None = Non
     seed = base.seed + round(level * 1000)
     name = level_name(level, mode)
     if mode == "concurrency":
-        return replace(base, arrival="concurrency", clients=int(level), rate=None, bursts=1,
-                       name=name, requests=n, seed=seed)  # fmt: skip
-    return replace(base, arrival="rate", clients=n, rate=float(level), bursts=1, name=name,
-                   requests=n, seed=seed)  # fmt: skip
+        return replace(base, arrival=Concurrency(), clients=int(level), name=name, requests=n,
+                       seed=seed)  # fmt: skip
+    arrival = base.arrival  # a rate phase keeps its burstiness (and ramp) at each level
+    rate = replace(arrival, rate=float(level)) if isinstance(arrival, Rate) else Rate(float(level))
+    return replace(base, arrival=rate, clients=n, name=name, requests=n, seed=seed)

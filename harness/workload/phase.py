@@ -1,28 +1,19 @@
-"""A phase of a suite: how its requests arrive (burst, a closed loop, a rate or ramp, a trace,
-a dataset, conversations), their lengths, cancels and settling, each field checked where the
-phase is made; and the phase tables of a suite file parsed into phases."""
+"""A phase of a suite: how its requests arrive (arrival.py, one record per mode), how many and
+from how many clients, their prompts (generated lengths or a dataset) and outputs, and the parts
+only some phases have: conversations, cancels and a settling start. Each part checks its own
+fields where it is made; the phase checks what the parts cannot see alone."""
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from harness.workload import schema
-from harness.workload.dataset import Dataset, DatasetError, read_dataset
-from harness.workload.expect import ExpectError, ExpectRule, parse_rule
-from harness.workload.trace import Trace, TraceError, read_trace
+from harness.workload.arrival import MODES, Arrival, Burst, Concurrency, Replay, SuiteError, finite
+from harness.workload.dataset import Dataset
+from harness.workload.expect import ExpectRule
 
-ARRIVALS = ("burst", "concurrency", "rate", "trace")
-OPEN_LOOP = ("rate", "trace")  # arrivals on a schedule, not when an answer ends
 MAX_OPEN_SLOTS = 256  # an open loop's client slots when the suite gives none
-RAMPS = ("", "linear", "exponential")
 ENDPOINTS = ("completions", "chat")
-
-
-class SuiteError(ValueError):
-    """A suite that cannot be found or does not validate; the message is one line."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,13 +44,74 @@ class PromptLength:
         return {"exact": self.value, "choice": min(self.choices or (0,))}.get(self.dist, self.min)
 
 
+def _whole(x: object, least: int) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= least
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    """Each request a conversation of `turns` chat turns, `think_time_s` between an answer and
+    the next user message, later user messages `followup_tokens` long (else drawn as the
+    first)."""
+
+    turns: int
+    think_time_s: float = 0.0
+    followup_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if not _whole(self.turns, 1):
+            raise SuiteError("turns must be a positive integer")
+        if not (finite(self.think_time_s) and self.think_time_s >= 0):
+            raise SuiteError("think_time_s must be a finite number >= 0")
+        if self.followup_tokens is not None and not (
+            _whole(self.followup_tokens, 1) and self.turns > 1
+        ):
+            raise SuiteError("followup_tokens must be a positive integer, with turns > 1")
+        if self.think_time_s and self.turns < 2:
+            raise SuiteError("think_time_s needs turns > 1")
+
+    def facts(self) -> dict:
+        return {
+            **({"turns": self.turns, "think_time_s": self.think_time_s} if self.turns > 1 else {}),
+            **({"followup_tokens": self.followup_tokens} if self.followup_tokens else {}),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Cancels:
+    """A seeded `share` of the requests the client cancels, each `after_tokens` tokens into its
+    answer (0: before the first) or `after_ms` after it was sent (load/cancels.py)."""
+
+    share: float
+    after_tokens: int | None = None
+    after_ms: float | None = None
+
+    def __post_init__(self) -> None:
+        share, tokens, ms = self.share, self.after_tokens, self.after_ms
+        if not (finite(share) and 0 <= share <= 1):
+            raise SuiteError("cancel_share must be a fraction from 0 to 1")
+        if share and (tokens is None) == (ms is None):
+            raise SuiteError("cancel_share needs cancel_after_tokens or cancel_after_ms")
+        if tokens is not None and not _whole(tokens, 0):
+            raise SuiteError("cancel_after_tokens must be whole, below max_tokens")
+        if ms is not None and not (finite(ms) and ms > 0):
+            raise SuiteError("cancel_after_ms must be a finite number > 0")
+        if (tokens is not None or ms is not None) and not share:
+            raise SuiteError("cancel_after_* needs a cancel_share > 0")
+
+    def facts(self) -> dict:
+        if not self.share:
+            return {}
+        return {"cancel_share": self.share, "cancel_after_tokens": self.after_tokens,
+                "cancel_after_ms": self.after_ms}  # fmt: skip
+
+
 @dataclass(frozen=True, slots=True)
 class Phase:
     name: str
-    arrival: str = "concurrency"
-    clients: int | None = None  # requests out at once; unset: 1, or in an open loop every one
+    arrival: Arrival = Concurrency()
+    clients: int = 0  # requests out at once; 0 (unset): 1, or in an open loop one per request
     requests: int = 1
-    rate: float | None = None
     seed: int = 0
     prompt_tokens: PromptLength = field(default_factory=lambda: PromptLength(value=64))
     prefix_tokens: int = 0
@@ -69,89 +121,52 @@ class Phase:
     endpoint: str = "completions"
     expect: tuple[ExpectRule, ...] = ()
     max_error_rate: float = 0.5  # more failed requests than this fraction: the run is invalid
-    bursts: int = 1  # burst arrival: this many bursts of `requests`, each after the last ended
     request_timeout_s: float | None = None  # one request, send to finish; None: request_deadline
     phase_timeout_s: float = 900.0  # the whole phase; requests still out then are errors
-    burstiness: float = 1.0  # rate arrival: gamma gaps of this shape (1: Poisson; < 1 burstier)
-    ramp: str = ""  # rate arrival: "linear" or "exponential" from `rate` to `ramp_to`
-    ramp_to: float | None = None  # the rate (requests/s) a ramp ends at
-    trace: Trace | None = None  # trace arrival: the requests to replay, at their timestamps
-    time_scale: float = 1.0  # trace arrival: 0.5 replays twice as fast
     max_lateness_ms: float = 50.0  # open loop: a p99 send lateness above this is INVALID
     dataset: Dataset | None = None  # prompts (and output lengths) sampled from a local file
-    turns: int = 1  # > 1: each of `requests` is a conversation of this many chat turns
-    think_time_s: float = 0.0  # between a conversation's answer and its next user message
-    followup_tokens: int | None = None  # turns after the first: their user messages' length
-    cancel_share: float = 0.0  # this share of the requests (a seeded choice) the client cancels
-    cancel_after_tokens: int | None = None  # ... after this many tokens (0: before the first)
-    cancel_after_ms: float | None = None  # ... or this long after sending
+    conversation: Conversation | None = None
+    cancels: Cancels | None = None
     settle_s: float = 0.0  # requests sent this long into the phase run but are not measured
 
     def __post_init__(self) -> None:
         where = f"phase {self.name!r}"
-        if self.clients is None:  # an open loop sends each request when due: a slot for each
-            slots = min(self.requests, MAX_OPEN_SLOTS) if self.arrival in OPEN_LOOP else 1
-            object.__setattr__(self, "clients", slots)
-        if self.arrival not in ARRIVALS:
-            raise SuiteError(f"{where}: arrival must be one of {', '.join(ARRIVALS)}")
+        if not isinstance(self.arrival, tuple(MODES.values())):
+            raise SuiteError(f"{where}: arrival must be one of {', '.join(MODES)}")
+        if self.conversation is not None and self.conversation == Conversation(1):
+            object.__setattr__(self, "conversation", None)  # one turn: no conversation
+        if self.cancels is not None and not self.cancels.share:
+            object.__setattr__(self, "cancels", None)  # a share of none: no cancels
+        if self.clients == 0:  # an open loop sends each request when due: a slot for each
+            slots = min(self.requests, MAX_OPEN_SLOTS) if self.arrival.open_loop else 1
+            object.__setattr__(self, "clients", slots if _whole(self.requests, 1) else 1)
         if self.endpoint not in ENDPOINTS:
             raise SuiteError(f"{where}: endpoint must be one of {', '.join(ENDPOINTS)}")
-        for key in ("clients", "requests", "max_tokens", "bursts"):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        for key in ("clients", "requests", "max_tokens"):
+            if not _whole(value := getattr(self, key), 1):
                 raise SuiteError(f"{where}: {key} must be a positive integer, got {value!r}")
-        if self.arrival == "rate" and not (
-            self.rate is not None and finite(self.rate) and self.rate > 0
-        ):
-            raise SuiteError(f'{where}: arrival = "rate" needs a finite rate > 0 (requests/s)')
         if not (finite(self.temperature) and self.temperature >= 0):
             raise SuiteError(f"{where}: temperature must be a finite number >= 0")
         for key in ("request_timeout_s", "phase_timeout_s"):
             value = getattr(self, key)
             if value is not None and not (finite(value) and value > 0):
                 raise SuiteError(f"{where}: {key} must be a finite number of seconds > 0")
-        if self.bursts > 1 and self.arrival != "burst":
-            raise SuiteError(f'{where}: bursts is only meaningful with arrival = "burst"')
-        if self.arrival != "rate" and self.rate is not None:
-            raise SuiteError(f'{where}: rate is only meaningful with arrival = "rate"')
-        if not (finite(self.burstiness) and self.burstiness > 0):
-            raise SuiteError(f"{where}: burstiness must be a finite number > 0 (1 is Poisson)")
-        if self.ramp not in RAMPS:
-            raise SuiteError(f"{where}: ramp must be linear or exponential")
-        if (self.burstiness != 1.0 or self.ramp) and self.arrival != "rate":
-            raise SuiteError(f'{where}: burstiness and ramp need arrival = "rate"')
-        if bool(self.ramp) != (self.ramp_to is not None):
-            raise SuiteError(f"{where}: a ramp needs both ramp and ramp_to")
-        if (self.arrival == "trace") != (self.trace is not None):
-            raise SuiteError(f'{where}: arrival = "trace" and a trace file go together')
-        if self.trace is not None and self.requests != len(self.trace.requests):
-            raise SuiteError(f"{where}: requests must be the trace's {len(self.trace.requests)}")
-        if isinstance(self.turns, bool) or not isinstance(self.turns, int) or self.turns < 1:
-            raise SuiteError(f"{where}: turns must be a positive integer")
-        if not (finite(self.think_time_s) and self.think_time_s >= 0):
-            raise SuiteError(f"{where}: think_time_s must be a finite number >= 0")
-        if self.followup_tokens is not None and (
-            isinstance(self.followup_tokens, bool) or not isinstance(self.followup_tokens, int)
-            or self.followup_tokens < 1 or self.turns < 2
-        ):  # fmt: skip
-            raise SuiteError(f"{where}: followup_tokens must be a positive integer, with turns > 1")
+        if isinstance(self.arrival, Replay) and self.requests != len(self.arrival.trace.requests):
+            raise SuiteError(
+                f"{where}: requests must be the trace's {len(self.arrival.trace.requests)}"
+            )
         if self.turns > 1 and (
-            self.endpoint != "chat" or self.arrival not in ("concurrency", "burst")
+            self.endpoint != "chat" or self.arrival.mode not in ("concurrency", "burst")
             or self.bursts > 1 or self.dataset is not None
         ):  # fmt: skip
             raise SuiteError(
                 f'{where}: turns > 1 needs endpoint = "chat" and arrival = "concurrency" or '
                 '"burst" (one burst), with generated prompts'
             )
-        if self.dataset is not None and (self.trace is not None or self.prefix_tokens):
+        if self.dataset is not None and (isinstance(self.arrival, Replay) or self.prefix_tokens):
             raise SuiteError(f"{where}: a dataset's prompts take no trace and no prefix_tokens")
-        for key in ("time_scale", "max_lateness_ms"):
-            if not (finite(getattr(self, key)) and getattr(self, key) > 0):
-                raise SuiteError(f"{where}: {key} must be a finite number > 0")
-        if self.ramp_to is not None and not (finite(self.ramp_to) and self.ramp_to > 0):
-            raise SuiteError(
-                f"{where}: ramp_to must be a finite rate > 0 (a ramp cannot end at or below 0)"
-            )
+        if not (finite(self.max_lateness_ms) and self.max_lateness_ms > 0):
+            raise SuiteError(f"{where}: max_lateness_ms must be a finite number > 0")
         rate = self.max_error_rate
         if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 <= rate <= 1:
             raise SuiteError(f"{where}: max_error_rate must be a fraction from 0 to 1")
@@ -161,21 +176,18 @@ class Phase:
             raise SuiteError(f"{where}: settle_s must be a finite number of seconds >= 0")
         if self.settle_s and self.bursts > 1:
             raise SuiteError(f"{where}: settle_s measures one stretch of load, not bursts > 1")
-        self._check_cancels(where)
-
-    def _check_cancels(self, where: str) -> None:
-        share, tokens, ms = self.cancel_share, self.cancel_after_tokens, self.cancel_after_ms
-        if not (finite(share) and 0 <= share <= 1):
-            raise SuiteError(f"{where}: cancel_share must be a fraction from 0 to 1")
-        if share and (tokens is None) == (ms is None):
-            raise SuiteError(f"{where}: cancel_share needs cancel_after_tokens or cancel_after_ms")
-        if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)
-                                   or not 0 <= tokens < self.max_tokens):  # fmt: skip
+        after = self.cancels.after_tokens if self.cancels else None
+        if after is not None and after >= self.max_tokens:
             raise SuiteError(f"{where}: cancel_after_tokens must be whole, below max_tokens")
-        if ms is not None and not (finite(ms) and ms > 0):
-            raise SuiteError(f"{where}: cancel_after_ms must be a finite number > 0")
-        if (tokens is not None or ms is not None) and not share:
-            raise SuiteError(f"{where}: cancel_after_* needs a cancel_share > 0")
+
+    @property
+    def bursts(self) -> int:
+        return self.arrival.bursts if isinstance(self.arrival, Burst) else 1
+
+    @property
+    def turns(self) -> int:
+        """Requests per unit of work: a conversation's turns, else 1."""
+        return self.conversation.turns if self.conversation else 1
 
     @property
     def request_deadline_s(self) -> float:
@@ -189,94 +201,13 @@ class Phase:
         (each of a conversation's turns is a request)."""
         return self.requests * self.bursts * self.turns
 
-
-def finite(x: object) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def parse_phases(raw: object, default_name: str, here: Path = Path(".")) -> list[Phase]:
-    """One [[phase]] table as its phase, or a staged one (`stages = [{rate, duration_s}, ...]`,
-    as inference-perf's staged load) as one rate phase per stage, NAME-1, NAME-2, ..., each
-    with rate x duration_s requests and its own metrics."""
-    if not isinstance(raw, dict) or "stages" not in raw:
-        return [parse_phase(raw, default_name, here)]
-    name = raw.get("name", default_name)
-    where = f"phase {name!r}: stages"
-    if clash := sorted({"arrival", "rate", "requests", "bursts"} & set(raw)):
-        raise SuiteError(f"{where}: give each stage's rate and duration_s, not {', '.join(clash)}")
-    stages = schema.check_items(raw["stages"], dict, where)
-    if not stages:
-        raise SuiteError(f"{where} must list at least one {{rate, duration_s}}")
-    out = []
-    for i, stage in enumerate(stages, start=1):
-        schema.check_table(stage, schema.STAGE, f"{where}[{i}]")
-        rate, duration = stage.get("rate"), stage.get("duration_s")
-        if not (finite(rate) and rate > 0 and finite(duration) and duration > 0):
-            raise SuiteError(f"{where}[{i}]: needs a rate > 0 and a duration_s > 0")
-        requests = max(1, round(rate * duration))
-        table = {k: v for k, v in raw.items() if k != "stages"}
-        table |= {"name": f"{name}-{i}", "arrival": "rate", "rate": rate, "requests": requests}
-        out.append(parse_phase(table, default_name, here))
-    return out
-
-
-def parse_phase(raw: object, default_name: str, here: Path = Path(".")) -> Phase:
-    if not isinstance(raw, dict):
-        raise SuiteError(f"{default_name} must be a table")
-    where = f"phase {raw.get('name', default_name)!r}"
-    args = dict(schema.check_table(raw, schema.PHASE, where))
-    args.setdefault("name", default_name)
-    if "trace" in args:  # a path relative to the suite file; its requests are the phase's
-        try:
-            args["trace"] = read_trace(here / args["trace"])
-        except TraceError as exc:
-            raise SuiteError(f"{where}: {exc}") from None
-        args.setdefault("requests", len(args["trace"].requests))
-        args.setdefault("max_tokens", max(r.output_length for r in args["trace"].requests))
-    if "dataset" in args:
-        try:
-            args["dataset"] = read_dataset(here / args["dataset"])
-        except DatasetError as exc:
-            raise SuiteError(f"{where}: {exc}") from None
-    args["prompt_tokens"] = _length(args.get("prompt_tokens", 64), args["name"])
-    expect = schema.check_values(args.get("expect", {}), (str, *schema.NUMBER), f"{where}: expect")
-    try:
-        args["expect"] = tuple(parse_rule(k, v) for k, v in expect.items())
-    except ExpectError as exc:
-        raise SuiteError(f"phase {args['name']!r}: {exc}") from None
-    try:
-        return Phase(**args)
-    except TypeError as exc:
-        raise SuiteError(f"phase {args['name']!r}: {exc}") from None
-
-
-def _length(raw: object, phase: str) -> PromptLength:
-    where = f"phase {phase!r}: prompt_tokens"
-    if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 1:
-        return PromptLength(value=raw)
-    if not isinstance(raw, dict):
-        raise SuiteError(f"{where} must be a positive integer or a table with dist = ...")
-    schema.check_table(raw, schema.DIST, where)
-    schema.check_items(raw.get("choices", []), int, f"{where}: choices")
-    dist = raw.get("dist")
-    try:
-        if dist == "uniform":
-            length = PromptLength("uniform", min=int(raw["min"]), max=int(raw["max"]))
-        elif dist == "normal":
-            if not (finite(raw["mean"]) and finite(raw["std"]) and raw["std"] >= 0):
-                raise SuiteError(f"{where}: mean and std must be finite numbers, std >= 0")
-            length = PromptLength(
-                "normal", mean=float(raw["mean"]), std=float(raw["std"]),
-                min=int(raw.get("min", 1)), max=int(raw["max"]),
-            )  # fmt: skip
-        elif dist == "choice":
-            length = PromptLength("choice", choices=tuple(int(c) for c in raw["choices"]))
-        else:
-            raise SuiteError(f"{where}: dist must be uniform, normal or choice")
-    except KeyError as exc:
-        raise SuiteError(f"{where}: dist = {dist!r} needs {exc.args[0]}") from None
-    if length.dist != "choice" and not 1 <= length.min <= length.max:
-        raise SuiteError(f"{where}: need 1 <= min <= max")
-    if length.dist == "choice" and (not length.choices or min(length.choices) < 1):
-        raise SuiteError(f"{where}: choices must be a non-empty list of positive integers")
-    return length
+    def facts(self) -> dict:
+        """What sets this phase's work apart beyond its common fields, for the fingerprint:
+        each part's facts, only when set, so workloads without them keep their fingerprints."""
+        return {
+            **self.arrival.facts(),
+            **({"dataset_sha256": self.dataset.digest} if self.dataset else {}),
+            **(self.conversation.facts() if self.conversation else {}),
+            **({"settle_s": self.settle_s} if self.settle_s else {}),
+            **(self.cancels.facts() if self.cancels else {}),
+        }

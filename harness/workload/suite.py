@@ -11,15 +11,10 @@ from typing import Any
 from harness.files import shipped_dir
 from harness.results.metrics import GATEABLE
 from harness.workload import schema
+from harness.workload.arrival import Rate, Replay, SuiteError, finite
 from harness.workload.capacity import CapacityError, CapacityPlan
-from harness.workload.phase import (
-    Phase,
-    PromptLength,
-    SuiteError,
-    finite,
-    parse_phase,
-    parse_phases,
-)
+from harness.workload.phase import Phase, PromptLength
+from harness.workload.phase_table import parse_phase, parse_phases
 
 SUITES_DIR = shipped_dir("suites")
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,79}")
@@ -66,25 +61,31 @@ def override(suite: Suite, **given: Any) -> Suite:
         suite = replace(suite, client_procs=parse_client_procs(changes.pop("client_procs")))
     if not changes:
         return suite
-    # applied in turn: an error names its own
-    steps: dict[str, dict[str, Any]] = {k: {k: v} for k, v in changes.items()}
-    if "prompt_tokens" in steps:
-        steps["prompt_tokens"] = {
-            "prompt_tokens": PromptLength(value=int(changes["prompt_tokens"]))
-        }
-    if "rate" in steps:  # an open loop: a slot for each request unless --clients says
-        steps["rate"] |= {"arrival": "rate", "bursts": 1} | (
-            {} if "clients" in steps else {"clients": None}
-        )
     phases = []
     for phase in suite.phases:
-        for key, step in steps.items():
+        for key, value in changes.items():  # applied in turn: an error names its own
             try:
-                phase = replace(phase, **step)
+                phase = replace(phase, **_override(phase, key, value, "clients" in changes))
             except SuiteError as exc:
                 raise SuiteError(f"--{key.replace('_', '-')}: {exc}") from None
         phases.append(phase)
     return replace(suite, phases=tuple(phases))
+
+
+def _override(phase: Phase, key: str, value: Any, clients_given: bool) -> dict[str, Any]:
+    """The phase fields that `--KEY value` sets."""
+    if key == "prompt_tokens":
+        return {"prompt_tokens": PromptLength(value=int(value))}
+    if key == "clients" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise SuiteError(f"clients must be a positive integer, got {value!r}")  # 0: unset
+    if key != "rate":
+        return {key: value}
+    if isinstance(phase.arrival, Replay):
+        raise SuiteError(f"phase {phase.name!r}: a trace's requests arrive at its own times")
+    arrival = phase.arrival
+    rate = replace(arrival, rate=value) if isinstance(arrival, Rate) else Rate(value)
+    # an open loop: a slot for each request unless --clients says
+    return {"arrival": rate} | ({} if clients_given else {"clients": 0})
 
 
 def resolve(name_or_path: str) -> Path:

@@ -169,6 +169,7 @@ def test_fingerprint_follows_the_workload(tmp_path):
     """Every fact of the workload moves the fingerprint; the server's identity is not in it."""
     from dataclasses import replace
 
+    from harness.workload.arrival import Burst
     from harness.workload.fingerprint import fingerprint, workload
 
     (phase,) = load_suite(str(write_suite(tmp_path, SUITE.format(extra="")))).phases
@@ -182,7 +183,7 @@ def test_fingerprint_follows_the_workload(tmp_path):
         "clients": fp(replace(phase, clients=3)),
         "prompt lengths": fp(n=[24] * 5 + [25]),
         "max_tokens": fp(replace(phase, max_tokens=5)),
-        "arrival": fp(replace(phase, arrival="burst")),
+        "arrival": fp(replace(phase, arrival=Burst())),
         "endpoint": fp(replace(phase, endpoint="chat")),
         "prefix_tokens": fp(replace(phase, prefix_tokens=8)),
         "seed": fp(replace(phase, seed=1)),

@@ -13,6 +13,7 @@ import pytest
 from harness.arms.arms import make_arm
 from harness.load.workers import auto_procs, split
 from harness.runs.measure import run_arm
+from harness.workload.arrival import Burst
 from harness.workload.phase import Phase
 from harness.workload.suite import AUTO, SuiteError, load_suite, override
 
@@ -133,7 +134,7 @@ def test_a_worker_that_dies_fails_its_requests_instead_of_losing_them():
         async with TestServer(app) as server:
             url = str(server.make_url("")).rstrip("/")
             with client_workers(2, url, "m", time.perf_counter(), 4) as workers:
-                phase = Phase("p", arrival="burst", clients=4, requests=4, max_tokens=4)
+                phase = Phase("p", arrival=Burst(), clients=4, requests=4, max_tokens=4)
                 firing = asyncio.ensure_future(workers.fire(
                     phase, [Prompt("hi", 1)] * 4, [0, 1, 2, 3], 0.0, 120.0, lambda r: None,
                     asyncio.Event()))  # fmt: skip

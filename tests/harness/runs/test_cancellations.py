@@ -82,7 +82,7 @@ def test_the_client_closes_the_stream_and_the_server_sees_it_go():
 
     from harness.load.load import LoadDriver, make_session
     from harness.load.record import RequestRecord
-    from harness.workload.suite import Phase
+    from harness.workload.phase import Cancels, Phase
 
     seen = {}
 
@@ -110,12 +110,12 @@ def test_the_client_closes_the_stream_and_the_server_sees_it_go():
         out = []
         async with make_session() as session:
             for first_s, keys in (
-                (0.0, {"cancel_after_tokens": 3}),
-                (1.0, {"cancel_after_ms": 100}),
+                (0.0, {"after_tokens": 3}),
+                (1.0, {"after_ms": 100}),
             ):
                 async with TestServer(app(first_s)) as server:
                     driver = LoadDriver(session, str(server.make_url("")).rstrip("/"), "m", 0.0)
-                    phase = Phase("p", max_tokens=12, cancel_share=1.0, **keys)
+                    phase = Phase("p", max_tokens=12, cancels=Cancels(1.0, **keys))
                     rec = RequestRecord("p", 0, 8, 12)
                     await driver.request(phase, "hi", rec, cancel=True)
                     out.append(rec)

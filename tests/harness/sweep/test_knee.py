@@ -138,7 +138,8 @@ def test_each_level_gets_its_own_seed_and_enough_requests():
     assert c1.seed != c8.seed and c1.max_tokens == suite.phases[0].max_tokens
     rates = Sweep(suite, "rate", [0.5, 4], requests=40)
     r4 = rates.phase(4)
-    assert (r4.name, r4.arrival, r4.rate, r4.requests, r4.clients) == ("r4", "rate", 4.0, 40, 40)
+    r4_said = (r4.name, r4.arrival.mode, r4.arrival.rate, r4.requests, r4.clients)
+    assert r4_said == ("r4", "rate", 4.0, 40, 40)
     assert len(plan.units()) == 1 and len(plan.units()[0].phases) == 2
     assert [
         u.phases[0].name for u in Sweep(suite, "concurrency", [1, 8], cold="level").units()

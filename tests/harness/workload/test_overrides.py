@@ -30,7 +30,7 @@ def test_override_replaces_every_measured_phase_and_moves_the_fingerprint(tmp_pa
     quick = override(suite, clients=3, requests=5, prompt_tokens=12, max_tokens=2, rate=4.0)
     for p in quick.phases:
         assert (p.clients, p.requests, p.prompt_tokens.value, p.max_tokens) == (3, 5, 12, 2)
-        assert (p.arrival, p.rate, p.bursts) == ("rate", 4.0, 1)
+        assert (p.arrival.mode, p.arrival.rate, p.bursts) == ("rate", 4.0, 1)
     assert fp(quick) != fp(suite) and fp(override(suite, clients=3)) != fp(suite)
     with pytest.raises(SuiteError, match="^--prompt-tokens: phase 'second': prefix_tokens"):
         override(suite, prompt_tokens=2)  # not above the second phase's 2-token shared prefix

@@ -50,7 +50,7 @@ def test_every_other_shipped_gate_judges_decode_latency():
 def test_minimal_suite_gets_defaults(tmp_path):
     suite = load_suite(str(write_suite(tmp_path, BASE)))
     phase = suite.phases[0]
-    assert phase.arrival == "concurrency" and phase.temperature == 0.0 and phase.ignore_eos
+    assert phase.arrival.mode == "concurrency" and phase.temperature == 0.0 and phase.ignore_eos
     assert phase.endpoint == "completions" and suite.warmup is None and suite.gate == {}
 
 
@@ -118,30 +118,35 @@ def test_length_distributions_are_seeded_and_bounded():
 
 
 def test_the_fingerprint_covers_every_field_of_a_phase_that_changes_the_work():
-    """Walk the Phase dataclass: changing any field that changes what is sent (arrival, rate,
-    sampling, lengths, ...) changes the fingerprint; the fields that only judge a run or bound
-    it do not. A new field fails here until it is put on one side or the other."""
-    import dataclasses
+    """Walk the Phase dataclass and each of its parts: changing any field that changes what is
+    sent (arrival, rate, sampling, lengths, ...) changes the fingerprint; the fields that only
+    judge a run or bound it do not. A new field fails here until it is put on one side or the
+    other."""
+    from dataclasses import fields, replace
 
     from harness.runs.measure import draw_lengths
+    from harness.workload.arrival import Burst, Concurrency, Rate, Replay
     from harness.workload.dataset import Dataset, Item
     from harness.workload.fingerprint import fingerprint, workload
-    from harness.workload.suite import Phase, PromptLength
+    from harness.workload.phase import Cancels, Conversation, Phase, PromptLength
     from harness.workload.trace import Trace, TraceRequest
 
     judging = {"expect", "max_error_rate", "request_timeout_s", "phase_timeout_s",
                "max_lateness_ms"}  # fmt: skip
-    rate = Phase("main", arrival="rate", rate=2.0, clients=2, requests=4, max_tokens=8)
-    burst = Phase("main", arrival="burst", clients=2, requests=4, max_tokens=8)
+    rate = Phase("main", arrival=Rate(2.0), clients=2, requests=4, max_tokens=8)
+    burst = Phase("main", arrival=Burst(), clients=2, requests=4, max_tokens=8)
     chat = Phase("main", clients=2, requests=4, max_tokens=8, endpoint="chat")
     requests = (TraceRequest(0.0, 16, 4), TraceRequest(250.0, 24, 4, (1, 2)))
-    replay = Phase("main", arrival="trace", trace=Trace("a", "digest", requests), requests=2)
+    replay = Phase("main", arrival=Replay(Trace("a", "digest", requests)), requests=2)
+    ramped = replace(rate, arrival=Rate(2.0, ramp="linear", ramp_to=4.0))
+    talk = replace(chat, conversation=Conversation(2))
+    by_tokens = replace(rate, cancels=Cancels(0.5, after_tokens=1))
+    by_time = replace(rate, cancels=Cancels(0.5, after_ms=50.0))
     changes = {
         "name": (rate, {"name": "other"}),
-        "arrival": (rate, {"arrival": "concurrency", "rate": None}),
+        "arrival": (rate, {"arrival": Concurrency()}),
         "clients": (rate, {"clients": 3}),
         "requests": (rate, {"requests": 5}),
-        "rate": (rate, {"rate": 3.0}),
         "seed": (rate, {"seed": 1}),
         "prompt_tokens": (rate, {"prompt_tokens": PromptLength(value=65)}),
         "prefix_tokens": (rate, {"prefix_tokens": 8}),
@@ -149,36 +154,56 @@ def test_the_fingerprint_covers_every_field_of_a_phase_that_changes_the_work():
         "ignore_eos": (rate, {"ignore_eos": False}),
         "temperature": (rate, {"temperature": 0.8}),
         "endpoint": (rate, {"endpoint": "chat"}),
-        "bursts": (burst, {"bursts": 2}),
-        "burstiness": (rate, {"burstiness": 0.5}),
-        "ramp": (rate, {"ramp": "linear", "ramp_to": 4.0}),
-        "ramp_to": (dataclasses.replace(rate, ramp="linear", ramp_to=4.0), {"ramp_to": 6.0}),
-        "trace": (replay, {"trace": Trace("b", "other digest", replay.trace.requests)}),
-        "time_scale": (replay, {"time_scale": 0.5}),
         "dataset": (rate, {"dataset": Dataset("d.jsonl", "digest", (Item("hello there"),))}),
-        "turns": (chat, {"turns": 3}),
-        "think_time_s": (dataclasses.replace(chat, turns=2), {"think_time_s": 1.5}),
-        "followup_tokens": (dataclasses.replace(chat, turns=2), {"followup_tokens": 9}),
-        "cancel_share": (rate, {"cancel_share": 0.5, "cancel_after_tokens": 1}),
-        "cancel_after_tokens": (
-            dataclasses.replace(rate, cancel_share=0.5, cancel_after_tokens=1),
-            {"cancel_after_tokens": 2},
-        ),  # fmt: skip
-        "cancel_after_ms": (
-            dataclasses.replace(rate, cancel_share=0.5, cancel_after_ms=50.0),
-            {"cancel_after_ms": 80.0},
-        ),  # fmt: skip
+        "conversation": (chat, {"conversation": Conversation(3)}),
+        "cancels": (rate, {"cancels": Cancels(0.5, after_tokens=1)}),
         "settle_s": (rate, {"settle_s": 5.0}),
+    }
+    part_changes = {  # (the phase field holding the part, its field): a phase, the change
+        ("arrival", "rate"): (rate, {"rate": 3.0}),
+        ("arrival", "burstiness"): (rate, {"burstiness": 0.5}),
+        ("arrival", "ramp"): (rate, {"ramp": "linear", "ramp_to": 4.0}),
+        ("arrival", "ramp_to"): (ramped, {"ramp_to": 6.0}),
+        ("arrival", "bursts"): (burst, {"bursts": 2}),
+        ("arrival", "trace"): (replay, {"trace": Trace("b", "other digest", requests)}),
+        ("arrival", "time_scale"): (replay, {"time_scale": 0.5}),
+        ("conversation", "turns"): (talk, {"turns": 3}),
+        ("conversation", "think_time_s"): (talk, {"think_time_s": 1.5}),
+        ("conversation", "followup_tokens"): (talk, {"followup_tokens": 9}),
+        ("cancels", "share"): (by_tokens, {"share": 0.25}),
+        ("cancels", "after_tokens"): (by_tokens, {"after_tokens": 2}),
+        ("cancels", "after_ms"): (by_time, {"after_ms": 80.0}),
     }
     bounds = {"max_error_rate": 0.1, "request_timeout_s": 5.0, "phase_timeout_s": 60.0,
               "expect": (), "max_lateness_ms": 5.0}  # fmt: skip
-    fields = {f.name for f in dataclasses.fields(Phase)}
-    assert fields == set(changes) | judging, fields ^ (set(changes) | judging)
+    names = {f.name for f in fields(Phase)}
+    assert names == set(changes) | judging, names ^ (set(changes) | judging)
+    for holder, part in (("arrival", Rate), ("arrival", Burst), ("arrival", Replay),
+                         ("conversation", Conversation), ("cancels", Cancels)):  # fmt: skip
+        names = {(holder, f.name) for f in fields(part)}
+        assert names <= set(part_changes), names - set(part_changes)
 
     def fp(phase: Phase) -> str:
         return fingerprint(workload("s", [(phase, draw_lengths(phase))], None))
 
     for name, (base, change) in changes.items():
-        assert fp(dataclasses.replace(base, **change)) != fp(base), name
+        assert fp(replace(base, **change)) != fp(base), name
+    for (holder, name), (base, change) in part_changes.items():
+        changed = replace(base, **{holder: replace(getattr(base, holder), **change)})
+        assert fp(changed) != fp(base), name
     for name in judging:
-        assert fp(dataclasses.replace(rate, **{name: bounds[name]})) == fp(rate), name
+        assert fp(replace(rate, **{name: bounds[name]})) == fp(rate), name
+
+
+def test_a_phase_table_has_a_key_for_each_field_of_a_phase_and_of_its_parts():
+    """The TOML's keys (schema.PHASE, with their types) are the phase's own fields and its
+    parts' (phase_table.PART_KEYS, read off the records), plus `stages`: a new field fails
+    here until the file format has it."""
+    from dataclasses import fields
+
+    from harness.workload import schema
+    from harness.workload.phase import Phase
+    from harness.workload.phase_table import PART_KEYS
+
+    own = {f.name for f in fields(Phase)} - {"conversation", "cancels"}
+    assert set(schema.PHASE) == own | set(PART_KEYS) | {"stages"}

@@ -107,5 +107,6 @@ def test_a_bad_trace_line_is_one_line_and_exit_2(tmp_path, line, said):
 def test_the_shipped_trace_suite_loads_its_trace():
     suite = load_suite("trace-replay")
     (phase,) = suite.phases
-    assert phase.arrival == "trace" and phase.requests == 24 == len(phase.trace.requests)
-    assert any(len(r.hash_ids) > 1 and r.hash_ids[0] >= 1000 for r in phase.trace.requests)
+    assert phase.arrival.mode == "trace"
+    assert phase.requests == 24 == len(phase.arrival.trace.requests)
+    assert any(len(r.hash_ids) > 1 and r.hash_ids[0] >= 1000 for r in phase.arrival.trace.requests)
