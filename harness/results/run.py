@@ -217,7 +217,7 @@ class PhaseFacts(Record):
     ignore_eos: bool | None = None
     temperature: float | None = None
     bursts: Count | None = None
-    ramp: float | None = None
+    ramp: str | None = None
     ramp_to: float | None = None
     trace_sha256: str | None = None
     time_scale: float | None = None

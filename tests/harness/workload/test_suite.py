@@ -124,6 +124,8 @@ def test_the_fingerprint_covers_every_field_of_a_phase_that_changes_the_work():
     other."""
     from dataclasses import fields, replace
 
+    from harness.results.record import to_json
+    from harness.results.run import Workload
     from harness.runs.measure import draw_lengths
     from harness.workload.arrival import Burst, Concurrency, Rate, Replay
     from harness.workload.dataset import Dataset, Item
@@ -184,7 +186,10 @@ def test_the_fingerprint_covers_every_field_of_a_phase_that_changes_the_work():
         assert names <= set(part_changes), names - set(part_changes)
 
     def fp(phase: Phase) -> str:
-        return fingerprint(workload("s", [(phase, draw_lengths(phase))], None))
+        facts = workload("s", [(phase, draw_lengths(phase))], None)
+        (held,) = to_json(Workload.from_json(facts))["phases"]  # the run record takes each fact
+        assert held == {k: v for k, v in facts["phases"][0].items() if v is not None}
+        return fingerprint(facts)
 
     for name, (base, change) in changes.items():
         assert fp(replace(base, **change)) != fp(base), name
