@@ -109,9 +109,12 @@ def check(
         devices = placed_devices(devices, ctx.project, plans)
         if devices:  # the check runs where the gate's first arm would
             plan = replace(plan, arm=replace(plan.arm, device=devices[0]))
-        budget_minutes = budget_minutes or ctx.project.budget_minutes
+        project, repo, planned = ctx.project, ctx.repo, plan.checkout
+        if project is None or repo is None or planned is None:  # a git ref's arm has all three
+            raise ProjectError(f"no {FILE_NAME} to check")
+        budget_minutes = budget_minutes or project.budget_minutes
         writable_dir(Path("results") / "logs" / "check")
-        built = build(ctx.project, checkout(ctx.repo, plan.checkout.ref))  # planned: now made
+        built = build(project, checkout(repo, planned.ref))  # planned: now made
         log_dir = fresh_dir(Path("results") / "logs" / "check")  # this check's own
     except (SuiteError, ArmError, RefError, ProjectError, OutputError) as exc:
         raise input_error(exc) from None
@@ -181,9 +184,10 @@ def _ask(console: Console, plan, log_dir: Path, ready_timeout: float | None, qui
         gone = f" (the server exited with code {exit_code})" if exit_code is not None else ""
         tail = log_tail(started.launcher.log_path)
         _failed(console, f"the request to {label} failed{gone}: {why}", tail)
+    first_ms, all_ms = (rec.ttft_s or 0.0) * 1000, (rec.e2e_s or 0.0) * 1000
     click.echo(terminal(
         f"request: model {answer.model}: {rec.tokens} token(s), the first after "
-        f"{rec.ttft_s * 1000:.0f} ms, {rec.e2e_s * 1000:.0f} ms in all: {answer.text.strip()!r}"
+        f"{first_ms:.0f} ms, {all_ms:.0f} ms in all: {answer.text.strip()!r}"
     ))  # fmt: skip
 
 
