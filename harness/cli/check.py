@@ -120,6 +120,15 @@ def check(
         raise input_error(exc) from None
     click.echo(terminal(f"{plan.desc.label}: {_built(built)}"))
     _ask(console, plan, log_dir, ready_timeout, quiet)
+    run = _cold_run(console, suite, plan, log_dir, ready_timeout, quiet)
+    looks = Schedule.plan(rounds, max_rounds, block=len(devices) if len(devices) > 1 else 1).looks
+    _say_gate(run, suite.name, ref, plans, residency, devices, looks, extend_to)
+    _cost(run, plans, looks, built, together(plans, residency, devices), devices, budget_minutes)
+    click.echo(f"logs: {log_dir}")
+
+
+def _cold_run(console: Console, suite, plan, log_dir: Path, ready_timeout, quiet: bool) -> Run:
+    """One cold run of the suite on the planned arm; a crash or an invalid run ends the check."""
     progress = lambda label: LiveProgress(console, label, disabled=quiet)  # noqa: E731
     run, crash = measure_cold(suite, plan, log_dir, round_no=1, label="cold run ",
                               progress=progress, ready_timeout_s=ready_timeout)  # fmt: skip
@@ -131,10 +140,7 @@ def check(
     if not run.valid:
         reasons = "; ".join(run.invalid_reasons) or "no reason given"
         _failed(console, f"the cold run of {suite.name} was invalid: {reasons}", "")
-    looks = Schedule.plan(rounds, max_rounds, block=len(devices) if len(devices) > 1 else 1).looks
-    _say_gate(run, suite.name, ref, plans, residency, devices, looks, extend_to)
-    _cost(run, plans, looks, built, together(plans, residency, devices), devices, budget_minutes)
-    click.echo(f"logs: {log_dir}")
+    return run
 
 
 def _built(built) -> str:
