@@ -51,7 +51,7 @@ class Row:
     @property
     def inside(self) -> bool | None:
         """The simulated value lies between the least and greatest real run (with 2+ runs)."""
-        if self.sim is None or self.spread is None:
+        if self.sim is None or self.spread is None or self.low is None or self.high is None:
             return None
         return self.low <= self.sim <= self.high
 
@@ -60,7 +60,7 @@ def rows(case: str, reals: list[dict], sim: dict) -> list[Row]:
     """`reals`, `sim`: summaries (a run's, or a phase's stats) with the COMPARED metrics."""
     out = []
     for metric in COMPARED:
-        values = [r.get(metric) for r in reals if r.get(metric) is not None]
+        values = [v for r in reals if (v := r.get(metric)) is not None]
         real = median(values) if values else None
         low, high = (min(values), max(values)) if values else (None, None)
         s = sim.get(metric)
@@ -125,16 +125,16 @@ def markdown(table: list[Row], verdicts: dict[str, str], repeat: int) -> str:
             f"| {r.case} | {r.metric} | {_num(r.real)} | {span} | {spread} | {_num(r.sim)} "
             f"| {_pct(r.error)} | {_yes(r.within)} | {_yes(r.inside)} |"
         )
-    judged = [r for r in table if r.within is not None]
-    held = sum(r.within for r in judged)
+    judged = [r.within for r in table if r.within is not None]
+    held = sum(judged)
     summary = (
         f"Within 10% of the real {'median' if many else 'run'}: {held} of {len(judged)} cells."
     )
-    ranged = [r for r in table if r.inside is not None]
+    ranged = [(r.inside, r.spread) for r in table if r.inside is not None and r.spread is not None]
     if ranged:
-        spreads = sorted(r.spread for r in ranged)
+        spreads = sorted(spread for _, spread in ranged)
         summary += (
-            f" Inside the {repeat} real runs' range: {sum(r.inside for r in ranged)} of "
+            f" Inside the {repeat} real runs' range: {sum(inside for inside, _ in ranged)} of "
             f"{len(ranged)}. The real runs' own spread: median {median(spreads) * 100:.1f}%, "
             f"largest {spreads[-1] * 100:.1f}%."
         )
