@@ -1,6 +1,6 @@
 """mypy over harness/ (pyproject.toml's [tool.mypy]) finds no error: a record's field read
-under a wrong name, a frozen record assigned to, or a None passed where a value is wanted (in
-every module not listed as still without strict Optional) fails here, not at run time."""
+under a wrong name, a frozen record assigned to, or a None passed where a value is wanted
+fails here, not at run time."""
 
 import subprocess
 import sys
