@@ -136,7 +136,7 @@ def parse_suite(data: dict, path: Path) -> Suite:
     names = [p.name for p in phases]
     if len(set(names)) != len(names) or "warmup" in names:
         raise SuiteError(f"phase names must be unique and not 'warmup', got {names}")
-    warmup = parse_phase(data["warmup"], "warmup") if "warmup" in data else None
+    warmup = parse_phase(data["warmup"], "warmup", here) if "warmup" in data else None
     if warmup and warmup.expect:
         raise SuiteError("warmup cannot have an expect table (it is not measured)")
     gate = dict(schema.check_values(data.get("gate", {}), schema.NUMBER, "gate"))

@@ -110,3 +110,15 @@ def test_the_shipped_trace_suite_loads_its_trace():
     assert phase.arrival.mode == "trace"
     assert phase.requests == 24 == len(phase.arrival.trace.requests)
     assert any(len(r.hash_ids) > 1 and r.hash_ids[0] >= 1000 for r in phase.arrival.trace.requests)
+
+
+def test_a_warmup_reads_its_trace_beside_the_suite_file(tmp_path, monkeypatch):
+    """A trace path is relative to the suite file, in the warm-up table as in a phase."""
+    folder = tmp_path / "suites"
+    folder.mkdir()
+    write_trace(folder / "t.jsonl", 3, 10.0)
+    text = SUITE.format(trace="t.jsonl") + '[warmup]\narrival = "trace"\ntrace = "t.jsonl"\n'
+    (folder / "replay.toml").write_text(text)
+    monkeypatch.chdir(tmp_path)  # not the suite's folder
+    suite = load_suite(str(folder / "replay.toml"))
+    assert suite.warmup is not None and suite.warmup.requests == 3
