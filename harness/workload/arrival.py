@@ -6,7 +6,7 @@ reader prefixes with the phase) and states the fingerprint facts that set it apa
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from harness.workload.trace import Trace
@@ -20,6 +20,11 @@ class SuiteError(ValueError):
 
 def finite(x: object) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def whole(x: object, least: int) -> bool:
+    """An integer (not a bool) of at least `least`."""
+    return isinstance(x, int) and not isinstance(x, bool) and x >= least
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,9 +47,8 @@ class Burst:
     open_loop: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
-        b = self.bursts
-        if isinstance(b, bool) or not isinstance(b, int) or b < 1:
-            raise SuiteError(f"bursts must be a positive integer, got {b!r}")
+        if not whole(self.bursts, 1):
+            raise SuiteError(f"bursts must be a positive integer, got {self.bursts!r}")
 
     def facts(self) -> dict:
         return {"bursts": self.bursts} if self.bursts != 1 else {}
@@ -100,3 +104,9 @@ class Replay:
 
 Arrival = Concurrency | Burst | Rate | Replay
 MODES: dict[str, type[Arrival]] = {a.mode: a for a in (Burst, Concurrency, Rate, Replay)}
+
+
+def at_rate(arrival: Arrival, rate: float) -> Rate:
+    """An open loop at `rate` in place of `arrival`: a rate arrival keeps its burstiness and
+    ramp, any other becomes Poisson."""
+    return replace(arrival, rate=rate) if isinstance(arrival, Rate) else Rate(rate)

@@ -8,7 +8,7 @@ import math
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from harness.workload.arrival import Concurrency, Rate
+from harness.workload.arrival import Concurrency, at_rate
 
 if TYPE_CHECKING:
     from harness.workload.phase import Phase
@@ -40,6 +40,5 @@ def level_phase(base: Phase, mode: str, level: float, requests: int | None = Non
     if mode == "concurrency":
         return replace(base, arrival=Concurrency(), clients=int(level), name=name, requests=n,
                        seed=seed)  # fmt: skip
-    arrival = base.arrival  # a rate phase keeps its burstiness (and ramp) at each level
-    rate = replace(arrival, rate=float(level)) if isinstance(arrival, Rate) else Rate(float(level))
+    rate = at_rate(base.arrival, float(level))  # a rate phase keeps its burstiness at each level
     return replace(base, arrival=rate, clients=n, name=name, requests=n, seed=seed)

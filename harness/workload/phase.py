@@ -8,7 +8,16 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from harness.workload.arrival import MODES, Arrival, Burst, Concurrency, Replay, SuiteError, finite
+from harness.workload.arrival import (
+    MODES,
+    Arrival,
+    Burst,
+    Concurrency,
+    Replay,
+    SuiteError,
+    finite,
+    whole,
+)
 from harness.workload.dataset import Dataset
 from harness.workload.expect import ExpectRule
 
@@ -44,10 +53,6 @@ class PromptLength:
         return {"exact": self.value, "choice": min(self.choices or (0,))}.get(self.dist, self.min)
 
 
-def _whole(x: object, least: int) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool) and x >= least
-
-
 @dataclass(frozen=True, slots=True)
 class Conversation:
     """Each request a conversation of `turns` chat turns, `think_time_s` between an answer and
@@ -59,12 +64,12 @@ class Conversation:
     followup_tokens: int | None = None
 
     def __post_init__(self) -> None:
-        if not _whole(self.turns, 1):
+        if not whole(self.turns, 1):
             raise SuiteError("turns must be a positive integer")
         if not (finite(self.think_time_s) and self.think_time_s >= 0):
             raise SuiteError("think_time_s must be a finite number >= 0")
         if self.followup_tokens is not None and not (
-            _whole(self.followup_tokens, 1) and self.turns > 1
+            whole(self.followup_tokens, 1) and self.turns > 1
         ):
             raise SuiteError("followup_tokens must be a positive integer, with turns > 1")
         if self.think_time_s and self.turns < 2:
@@ -92,7 +97,7 @@ class Cancels:
             raise SuiteError("cancel_share must be a fraction from 0 to 1")
         if share and (tokens is None) == (ms is None):
             raise SuiteError("cancel_share needs cancel_after_tokens or cancel_after_ms")
-        if tokens is not None and not _whole(tokens, 0):
+        if tokens is not None and not whole(tokens, 0):
             raise SuiteError("cancel_after_tokens must be whole, below max_tokens")
         if ms is not None and not (finite(ms) and ms > 0):
             raise SuiteError("cancel_after_ms must be a finite number > 0")
@@ -139,11 +144,11 @@ class Phase:
             object.__setattr__(self, "cancels", None)  # a share of none: no cancels
         if self.clients == 0:  # an open loop sends each request when due: a slot for each
             slots = min(self.requests, MAX_OPEN_SLOTS) if self.arrival.open_loop else 1
-            object.__setattr__(self, "clients", slots if _whole(self.requests, 1) else 1)
+            object.__setattr__(self, "clients", slots if whole(self.requests, 1) else 1)
         if self.endpoint not in ENDPOINTS:
             raise SuiteError(f"{where}: endpoint must be one of {', '.join(ENDPOINTS)}")
         for key in ("clients", "requests", "max_tokens"):
-            if not _whole(value := getattr(self, key), 1):
+            if not whole(value := getattr(self, key), 1):
                 raise SuiteError(f"{where}: {key} must be a positive integer, got {value!r}")
         if not (finite(self.temperature) and self.temperature >= 0):
             raise SuiteError(f"{where}: temperature must be a finite number >= 0")

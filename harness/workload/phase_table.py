@@ -17,6 +17,7 @@ from harness.workload.arrival import (
     Replay,
     SuiteError,
     finite,
+    whole,
 )
 from harness.workload.dataset import DatasetError, read_dataset
 from harness.workload.expect import ExpectError, parse_rule
@@ -68,7 +69,7 @@ def parse_phase(raw: object, default_name: str, here: Path = Path(".")) -> Phase
     args = dict(schema.check_table(raw, schema.PHASE, where))
     args.setdefault("name", default_name)
     where = f"phase {args['name']!r}"
-    if args.get("clients", 1) < 1:  # 0 in the record means "not given"
+    if not whole(args.get("clients", 1), 1):  # 0 in the record means "not given"
         raise SuiteError(f"{where}: clients must be a positive integer, got {args['clients']!r}")
     try:
         args["arrival"] = _arrival(args, here)

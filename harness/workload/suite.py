@@ -11,7 +11,7 @@ from typing import Any
 from harness.files import shipped_dir
 from harness.results.metrics import GATEABLE
 from harness.workload import schema
-from harness.workload.arrival import Rate, Replay, SuiteError, finite
+from harness.workload.arrival import Replay, SuiteError, at_rate, finite, whole
 from harness.workload.capacity import CapacityError, CapacityPlan
 from harness.workload.phase import Phase, PromptLength
 from harness.workload.phase_table import parse_phase, parse_phases
@@ -76,16 +76,14 @@ def _override(phase: Phase, key: str, value: Any, clients_given: bool) -> dict[s
     """The phase fields that `--KEY value` sets."""
     if key == "prompt_tokens":
         return {"prompt_tokens": PromptLength(value=int(value))}
-    if key == "clients" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+    if key == "clients" and not whole(value, 1):
         raise SuiteError(f"clients must be a positive integer, got {value!r}")  # 0: unset
     if key != "rate":
         return {key: value}
     if isinstance(phase.arrival, Replay):
         raise SuiteError(f"phase {phase.name!r}: a trace's requests arrive at its own times")
-    arrival = phase.arrival
-    rate = replace(arrival, rate=value) if isinstance(arrival, Rate) else Rate(value)
     # an open loop: a slot for each request unless --clients says
-    return {"arrival": rate} | ({} if clients_given else {"clients": 0})
+    return {"arrival": at_rate(phase.arrival, value)} | ({} if clients_given else {"clients": 0})
 
 
 def resolve(name_or_path: str) -> Path:
